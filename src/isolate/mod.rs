@@ -1,0 +1,199 @@
+//! Isolation domains: run a workload under a CPU, memory (page cache) and storage-bandwidth budget.
+//!
+//! Backends: cgroup v1 and cgroup v2 (through cgroups-rs), and a CPU-affinity fallback for hosts where
+//! cgroups cannot be used. [`detect`] picks the best one available. Page-cache control for a dataset
+//! (evict, prewarm, residency) lives in [`pagecache`].
+
+pub mod affinity;
+pub mod cgroup;
+pub mod pagecache;
+
+use crate::units::{Bytes, BytesPerSec, Cores};
+use serde::{Deserialize, Serialize};
+use std::os::fd::RawFd;
+
+/// Which isolation backend enforces a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum IsolationKind {
+    /// cgroup v1 controllers (cpu, cpuacct, cpuset, memory, blkio, freezer).
+    CgroupV1,
+    /// The unified cgroup v2 hierarchy.
+    CgroupV2,
+    /// `sched_setaffinity` only: whole cores, no memory or storage limits.
+    Affinity,
+}
+
+impl std::fmt::Display for IsolationKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IsolationKind::CgroupV1 => "cgroup-v1",
+            IsolationKind::CgroupV2 => "cgroup-v2",
+            IsolationKind::Affinity => "affinity",
+        })
+    }
+}
+
+/// A block device, as `major:minor`, that a storage limit applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockDevice {
+    /// Major device number.
+    pub major: u64,
+    /// Minor device number.
+    pub minor: u64,
+}
+
+/// What a workload may use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// CPU cores; fractional values are enforced with a CFS quota where the backend can.
+    pub cpus: Cores,
+    /// Specific core ids for the cpuset; `None` lets the backend choose the lowest-numbered ones.
+    pub cpu_list: Option<Vec<usize>>,
+    /// Memory limit (resident memory plus page cache); `None` leaves memory unbounded.
+    pub mem_limit: Option<Bytes>,
+    /// Storage read-bandwidth limit on one device; `None` leaves storage unthrottled.
+    pub read_limit: Option<(BlockDevice, BytesPerSec)>,
+}
+
+/// Resource use of a domain since it was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct DomainStats {
+    /// CPU time used by every task in the domain, in seconds.
+    pub cpu_seconds: f64,
+    /// Bytes read from storage by the domain (block layer), when the backend can tell.
+    pub storage_read_bytes: Option<u64>,
+    /// Page cache charged to the domain now, when the backend can tell.
+    pub page_cache_bytes: Option<u64>,
+    /// Memory charged to the domain now (resident plus cache), when the backend can tell.
+    pub memory_bytes: Option<u64>,
+}
+
+/// What the launcher does in a forked child before `exec`, so that no instruction of the workload runs
+/// outside its domain. Holds raw descriptors only: it is applied between fork and exec, where only
+/// async-signal-safe calls are allowed.
+#[derive(Debug, Clone, Default)]
+pub struct ChildSetup {
+    /// Open, writable `cgroup.procs` files: writing `0` moves the calling process in.
+    pub procs_fds: Vec<RawFd>,
+    /// Cores to pin the child to with `sched_setaffinity`.
+    pub affinity: Option<Vec<usize>>,
+}
+
+impl ChildSetup {
+    /// Applies the setup to the calling process. Async-signal-safe: call it from `pre_exec`.
+    pub fn apply_in_child(&self) -> std::io::Result<()> {
+        for &fd in &self.procs_fds {
+            // SAFETY: `write` on a descriptor the parent keeps open until the child has exec'd.
+            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+            if n != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        if let Some(cores) = &self.affinity {
+            // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity are syscalls
+            // or plain bit operations, safe between fork and exec.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for &c in cores {
+                    libc::CPU_SET(c, &mut set);
+                }
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Errors from setting up, reading or tearing down an isolation domain.
+#[derive(Debug, thiserror::Error)]
+pub enum IsolateError {
+    /// The backend cannot run on this host (no cgroup mount, no permission).
+    #[error("{backend} isolation is not available: {reason}")]
+    Unavailable {
+        /// The backend asked for.
+        backend: IsolationKind,
+        /// Why not.
+        reason: String,
+    },
+    /// The budget asks for something the backend or host cannot give.
+    #[error("{0}")]
+    Budget(String),
+    /// A cgroup or system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An error reported by cgroups-rs.
+    #[error("{context}: {message}")]
+    Cgroup {
+        /// What was being done.
+        context: String,
+        /// cgroups-rs's description.
+        message: String,
+    },
+}
+
+/// An isolation backend: makes domains that enforce a [`Budget`].
+pub trait Isolation: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> IsolationKind;
+    /// Creates a domain named `name` (unique per process) enforcing `budget`.
+    fn create(&self, name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError>;
+}
+
+/// One isolation domain holding one workload (and its children).
+pub trait Domain: Send {
+    /// The backend that made it.
+    fn kind(&self) -> IsolationKind;
+    /// The core ids the workload may run on.
+    fn cpu_list(&self) -> &[usize];
+    /// What a forked child must do before exec to enter the domain.
+    fn child_setup(&self) -> ChildSetup;
+    /// Resource use so far.
+    fn stats(&self) -> DomainStats;
+    /// Process ids currently inside the domain (empty for backends that cannot enumerate them).
+    fn pids(&self) -> Vec<i32>;
+    /// Changes the budget in place, for tasks already running.
+    fn update(&mut self, budget: &Budget) -> Result<(), IsolateError>;
+    /// Kills every task left in the domain and removes it. Idempotent; also run on drop.
+    fn destroy(&mut self) -> Result<(), IsolateError>;
+}
+
+/// Picks the backend: the one asked for, or the best available (cgroup v2 on a unified host, v1 where its
+/// controllers are mounted, else affinity). The returned string says why, for the report.
+pub fn detect(
+    requested: Option<IsolationKind>,
+) -> Result<(Box<dyn Isolation>, String), IsolateError> {
+    match requested {
+        Some(IsolationKind::Affinity) => Ok((
+            Box::new(affinity::AffinityBackend::new()),
+            "affinity (requested)".to_string(),
+        )),
+        Some(kind) => {
+            let backend = cgroup::CgroupBackend::new(kind)?;
+            Ok((Box::new(backend), format!("{kind} (requested)")))
+        }
+        None => match cgroup::CgroupBackend::detect() {
+            Ok(backend) => {
+                let why = format!("{} (detected)", backend.kind());
+                Ok((Box::new(backend), why))
+            }
+            Err(e) => Ok((
+                Box::new(affinity::AffinityBackend::new()),
+                format!("affinity (fallback: {e})"),
+            )),
+        },
+    }
+}
+
+/// The block device holding `path`, as the storage limit needs it: the whole disk, not a partition.
+pub fn block_device_of(path: &std::path::Path) -> Result<BlockDevice, IsolateError> {
+    cgroup::block_device_of(path)
+}

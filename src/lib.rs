@@ -1,0 +1,15 @@
+//! Synergy: profile how much CPU and memory a deep-learning training job needs per GPU, and schedule a
+//! shared GPU cluster by it (Synergy, OSDI 2022; DS-Analyzer, VLDB 2021).
+//!
+//! The profiler side is built from [`workload`] (specs, datasets, built-in workloads, launching),
+//! [`isolate`] (cgroup and affinity budgets, page-cache control) and [`measure`] (progress, throughput
+//! estimation, telemetry, one trial). [`cli`] is the command line over them.
+
+pub mod cli;
+pub mod error;
+pub mod isolate;
+pub mod measure;
+pub mod units;
+pub mod workload;
+
+pub use error::InputError;

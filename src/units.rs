@@ -1,0 +1,149 @@
+//! Quantities with their units: CPU cores, bytes, rates. Parsing of human-written sizes lives here too.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A number of CPU cores; fractional when a CFS quota enforces it.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Cores(pub f64);
+
+impl Cores {
+    /// Whole threads needed to use this many cores (at least one).
+    pub fn threads(self) -> usize {
+        (self.0.ceil() as usize).max(1)
+    }
+}
+
+impl fmt::Display for Cores {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.fract() == 0.0 {
+            write!(f, "{}", self.0 as i64)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
+/// A size in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    /// Size in binary gigabytes (GiB).
+    pub fn gib(self) -> f64 {
+        self.0 as f64 / (1u64 << 30) as f64
+    }
+    /// Size in binary megabytes (MiB).
+    pub fn mib(self) -> f64 {
+        self.0 as f64 / (1u64 << 20) as f64
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0 as f64;
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut v = b;
+        let mut i = 0;
+        while v >= 1024.0 && i + 1 < UNITS.len() {
+            v /= 1024.0;
+            i += 1;
+        }
+        if i == 0 {
+            write!(f, "{} B", self.0)
+        } else {
+            write!(f, "{v:.1} {}", UNITS[i])
+        }
+    }
+}
+
+impl std::str::FromStr for Bytes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_bytes(s).map(Bytes)
+    }
+}
+
+/// A storage or memory bandwidth in bytes per second.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BytesPerSec(pub f64);
+
+impl std::str::FromStr for BytesPerSec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let t = t
+            .strip_suffix("/s")
+            .or_else(|| t.strip_suffix("ps"))
+            .unwrap_or(t);
+        parse_bytes(t).map(|b| BytesPerSec(b as f64))
+    }
+}
+
+/// Training throughput in samples per second.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SamplesPerSec(pub f64);
+
+/// Parses a size such as `4096`, `256MiB`, `1.5G`, `20MB` or `2 kB`.
+///
+/// SI suffixes with `B` (`kB`, `MB`, `GB`, `TB`) are powers of 1000; binary ones (`KiB`, `MiB`, `GiB`, `TiB`)
+/// and bare letters (`K`, `M`, `G`, `T`) are powers of 1024, as in most command-line tools.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (examples: 4096, 256MiB, 1.5GB)"))?;
+    let mult: f64 = match unit.trim() {
+        "" | "B" | "b" => 1.0,
+        "k" | "K" | "KiB" | "kiB" => 1024.0,
+        "M" | "MiB" => 1024.0f64.powi(2),
+        "G" | "GiB" => 1024.0f64.powi(3),
+        "T" | "TiB" => 1024.0f64.powi(4),
+        "kB" | "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
+                "`{s}`: unknown size unit `{other}` (use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB)"
+            ))
+        }
+    };
+    let bytes = value * mult;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_si_and_binary_units() {
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("256MiB").unwrap(), 256 << 20);
+        assert_eq!(parse_bytes("256M").unwrap(), 256 << 20);
+        assert_eq!(parse_bytes("20MB").unwrap(), 20_000_000);
+        assert_eq!(parse_bytes("1.5G").unwrap(), 3 << 29);
+        assert!(parse_bytes("12 parsecs").is_err());
+        assert!(parse_bytes("-3").is_err());
+        assert_eq!("20MB/s".parse::<BytesPerSec>().unwrap().0, 20e6);
+    }
+
+    #[test]
+    fn fractional_cores_need_whole_threads() {
+        assert_eq!(Cores(0.5).threads(), 1);
+        assert_eq!(Cores(1.5).threads(), 2);
+        assert_eq!(Cores(2.0).threads(), 2);
+    }
+}

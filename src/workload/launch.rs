@@ -1,0 +1,1 @@
+//! Starting a workload command under the launch contract, inside an isolation domain.

@@ -1,0 +1,373 @@
+//! The workload spec (`workloads/*.toml`): how to launch a workload, where its dataset is and how to make
+//! it, how its progress is read. The same spec drives `measure`, `profile` and `run`.
+
+use crate::error::InputError;
+use crate::units::{parse_bytes, Bytes};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::dataset::DatasetKind;
+
+/// The specs of the built-in workloads, embedded so the binary works without the repository.
+pub const BUILTIN: [(&str, &str); 3] = [
+    ("image", include_str!("../../workloads/image.toml")),
+    ("audio", include_str!("../../workloads/audio.toml")),
+    ("text", include_str!("../../workloads/text.toml")),
+];
+
+/// A parsed, validated workload spec.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// Short name, used for profile file names.
+    pub name: String,
+    /// One line for people.
+    #[serde(default)]
+    pub description: String,
+    /// The command and its arguments, with `{placeholders}` (see [`Placeholders`]).
+    pub command: Vec<String>,
+    /// Samples per training step.
+    pub batch_size: u32,
+    /// GPUs the workload trains on.
+    #[serde(default = "one")]
+    pub gpus: u32,
+    /// Memory the workload needs besides any dataset cache (resident memory), e.g. `"256MiB"`.
+    #[serde(with = "bytes_str")]
+    pub footprint: Bytes,
+    /// Which cache serves the dataset: the OS page cache, or the workload's own (`SYNERGY_CACHE_BYTES`).
+    #[serde(default)]
+    pub cache: CacheKind,
+    /// The dataset, when the workload reads one.
+    #[serde(default)]
+    pub dataset: Option<DatasetSpec>,
+    /// How progress is read.
+    #[serde(default)]
+    pub progress: ProgressSpec,
+    /// Extra environment for the command (values may use placeholders).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Where the spec came from (a file path, or `builtin:NAME`); not part of the file.
+    #[serde(skip)]
+    pub origin: String,
+    /// Directory that relative paths resolve against; not part of the file.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Which cache holds the dataset between epochs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CacheKind {
+    /// The kernel page cache (bounded by a cgroup memory limit).
+    #[default]
+    PageCache,
+    /// An application-level cache that keeps a fixed subset and never evicts (MinIO).
+    App,
+}
+
+/// Where the dataset lives and how to make it when it does not exist.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    /// Directory of the dataset; placeholders allowed; relative to the spec's directory.
+    pub path: String,
+    /// How to generate it when absent.
+    #[serde(default)]
+    pub generate: Option<GenerateSpec>,
+}
+
+/// Arguments for `synergy dataset gen`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerateSpec {
+    /// Kind of data.
+    pub kind: DatasetKind,
+    /// Total size, e.g. `"256MiB"`.
+    #[serde(with = "bytes_str")]
+    pub size: Bytes,
+    /// Seed (datasets are deterministic).
+    #[serde(default = "one_u64")]
+    pub seed: u64,
+}
+
+fn one_u64() -> u64 {
+    1
+}
+
+/// How the workload reports progress.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(tag = "source", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ProgressSpec {
+    /// JSON lines on the pipe named by `SYNERGY_PROGRESS_FD` (DESIGN.md 3.1).
+    #[default]
+    Pipe,
+    /// A regular expression over the workload's output. It must have one named group: `samples` (samples
+    /// in this step), `total` (samples so far) or `rate` (samples per second, or steps per second times
+    /// `per_match`).
+    Regex {
+        /// The expression.
+        pattern: String,
+        /// Which stream to read.
+        #[serde(default)]
+        stream: Stream,
+        /// Multiplier for the captured number (e.g. the batch size when the number counts steps).
+        #[serde(default = "one_f64")]
+        scale: f64,
+    },
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+/// An output stream of the workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    /// Standard output.
+    #[default]
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Values substituted for `{name}` in the command, environment and dataset path.
+#[derive(Debug, Clone, Default)]
+pub struct Placeholders {
+    /// Pairs of placeholder name and value.
+    pub values: BTreeMap<&'static str, String>,
+}
+
+impl Placeholders {
+    /// The placeholders every spec may use before a trial's budget is known.
+    pub fn base(spec: &WorkloadSpec) -> Self {
+        let mut values = BTreeMap::new();
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "synergy".into());
+        values.insert("synergy", exe);
+        values.insert("data_dir", data_dir().display().to_string());
+        values.insert("spec_dir", spec.base_dir.display().to_string());
+        values.insert("batch_size", spec.batch_size.to_string());
+        values.insert("gpus", spec.gpus.to_string());
+        Placeholders { values }
+    }
+
+    /// Substitutes every `{name}` in `text`; `field` names where the text came from, for errors.
+    pub fn expand(&self, text: &str, origin: &str, field: &str) -> Result<String, InputError> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 1..];
+            let close = after.find('}').ok_or_else(|| {
+                InputError::field(origin, field, format!("unclosed `{{` in `{text}`"))
+            })?;
+            let name = &after[..close];
+            let value = self.values.get(name).ok_or_else(|| {
+                let known: Vec<_> = self.values.keys().map(|k| format!("{{{k}}}")).collect();
+                InputError::field(
+                    origin,
+                    field,
+                    format!(
+                        "unknown placeholder `{{{name}}}`; known: {}",
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            out.push_str(value);
+            rest = &after[close + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// Where datasets of specs that use `{data_dir}` live: `$SYNERGY_DATA_DIR`, else the user's cache directory.
+pub fn data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("SYNERGY_DATA_DIR") {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("synergy").join("datasets")
+}
+
+impl WorkloadSpec {
+    /// Parses and validates spec text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Self, InputError> {
+        let mut spec: WorkloadSpec = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            let mut err = InputError::new(origin, msg.clone());
+            if let Some(span) = e.span() {
+                let line = text[..span.start].lines().count().max(1);
+                err.message = format!("line {line}: {msg}");
+            }
+            err
+        })?;
+        spec.origin = origin.to_string();
+        spec.base_dir = base_dir.to_path_buf();
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Loads a spec from a file, or a built-in one by name (`image`, `audio`, `text`) when no such file
+    /// exists.
+    pub fn load(arg: &str) -> Result<Self, InputError> {
+        let path = Path::new(arg);
+        if path.exists() {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| InputError::new(arg, format!("cannot read the spec: {e}")))?;
+            let base = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            return Self::parse(&text, arg, &base);
+        }
+        let name = arg.strip_prefix("builtin:").unwrap_or(arg);
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name) {
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            return Self::parse(text, &format!("builtin:{name}"), &cwd);
+        }
+        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
+        Err(InputError::new(
+            arg,
+            format!(
+                "no such spec file, and not a built-in workload ({})",
+                names.join(", ")
+            ),
+        ))
+    }
+
+    fn validate(&self) -> Result<(), InputError> {
+        let o = self.origin.as_str();
+        if self.name.trim().is_empty() {
+            return Err(InputError::field(o, "name", "must not be empty"));
+        }
+        if self.command.is_empty() || self.command[0].trim().is_empty() {
+            return Err(InputError::field(
+                o,
+                "command",
+                "must name a program, e.g. [\"python\", \"train.py\"]",
+            ));
+        }
+        if self.batch_size == 0 {
+            return Err(InputError::field(o, "batch_size", "must be at least 1"));
+        }
+        if let ProgressSpec::Regex { pattern, scale, .. } = &self.progress {
+            let re = regex::Regex::new(pattern).map_err(|e| {
+                InputError::field(o, "progress.pattern", format!("not a regular expression: {e}"))
+            })?;
+            let groups: Vec<_> = re.capture_names().flatten().collect();
+            if !groups
+                .iter()
+                .any(|g| matches!(*g, "samples" | "total" | "rate"))
+            {
+                return Err(InputError::field(
+                    o,
+                    "progress.pattern",
+                    "needs a named group `samples`, `total` or `rate`, e.g. (?P<rate>[0-9.]+)it/s",
+                ));
+            }
+            if !(scale.is_finite() && *scale > 0.0) {
+                return Err(InputError::field(o, "progress.scale", "must be positive"));
+            }
+        }
+        // Catch unknown placeholders now rather than at launch.
+        let mut ph = Placeholders::base(self);
+        ph.values.insert("dataset", String::new());
+        ph.values.insert("cpus", String::new());
+        ph.values.insert("cache_bytes", String::new());
+        for (i, arg) in self.command.iter().enumerate() {
+            ph.expand(arg, o, &format!("command[{i}]"))?;
+        }
+        for (k, v) in &self.env {
+            ph.expand(v, o, &format!("env.{k}"))?;
+        }
+        if let Some(ds) = &self.dataset {
+            Placeholders::base(self).expand(&ds.path, o, "dataset.path")?;
+        }
+        Ok(())
+    }
+
+    /// The dataset directory with placeholders expanded and relative paths resolved.
+    pub fn dataset_dir(&self) -> Result<Option<PathBuf>, InputError> {
+        let Some(ds) = &self.dataset else {
+            return Ok(None);
+        };
+        let expanded = Placeholders::base(self).expand(&ds.path, &self.origin, "dataset.path")?;
+        let p = PathBuf::from(expanded);
+        Ok(Some(if p.is_absolute() {
+            p
+        } else {
+            self.base_dir.join(p)
+        }))
+    }
+}
+
+/// Serde helpers for sizes written as strings (`"256MiB"`) or plain integers.
+mod bytes_str {
+    use super::*;
+    use serde::Deserializer;
+
+    pub fn serialize<S: serde::Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}B", b.0))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Bytes(n)),
+            Raw::Text(t) => parse_bytes(&t).map(Bytes).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_specs_parse() {
+        for (name, _) in BUILTIN {
+            let spec = WorkloadSpec::load(name).unwrap();
+            assert_eq!(spec.name, name);
+        }
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let text = "name='x'\ncommand=['true']\nbatch_size=1\nfootprint='1MiB'\nbogus=3\n";
+        let err = WorkloadSpec::parse(text, "x.toml", Path::new(".")).unwrap_err();
+        assert_eq!(err.origin, "x.toml");
+        assert!(err.message.contains("bogus"), "{err}");
+        assert!(err.message.contains("line 5"), "{err}");
+    }
+
+    #[test]
+    fn unknown_placeholder_is_named() {
+        let text = "name='x'\ncommand=['run', '{nope}']\nbatch_size=1\nfootprint='1MiB'\n";
+        let err = WorkloadSpec::parse(text, "x.toml", Path::new(".")).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("command[1]"));
+    }
+
+    #[test]
+    fn regex_progress_needs_a_named_group() {
+        let text = "name='x'\ncommand=['t']\nbatch_size=1\nfootprint='1MiB'\n[progress]\nsource='regex'\npattern='([0-9]+)it/s'\n";
+        let err = WorkloadSpec::parse(text, "x.toml", Path::new(".")).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("progress.pattern"));
+    }
+}
