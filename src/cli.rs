@@ -1,10 +1,14 @@
 //! The `synergy` command line: parses arguments, calls the library, prints results, maps errors to exit codes.
 
+use crate::cancel::Cancel;
 use crate::error::InputError;
-use crate::units::Bytes;
-use crate::workload::{builtin, dataset};
+use crate::isolate::{IsolateError, IsolationKind};
+use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
+use crate::units::{Bytes, BytesPerSec, Cores};
+use crate::workload::{builtin, dataset, WorkloadError, WorkloadSpec};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Exit code for bad input (as clap uses for usage errors).
 pub const EXIT_INPUT: i32 = 2;
@@ -20,6 +24,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run one trial of a workload under a CPU, memory and storage budget and measure its throughput.
+    #[command(after_help = MEASURE_EXAMPLES)]
+    Measure(MeasureArgs),
     /// Generate or inspect datasets.
     #[command(subcommand)]
     Dataset(DatasetCmd),
@@ -57,6 +64,91 @@ enum WorkloadCmd {
     Run(builtin::RunArgs),
 }
 
+const MEASURE_EXAMPLES: &str = "Examples:
+  synergy measure                                   # built-in image workload, all cores, dataset generated
+  synergy measure workloads/image.toml --cpus 0.5
+  synergy measure image --cpus 2 --cold --storage-bps 20MB/s
+  synergy measure image --cpus 1 --mem 512MiB --cold --warmup-epochs 1
+  synergy measure text --cpus 1 --synthetic --json";
+
+#[derive(Debug, clap::Args)]
+struct MeasureArgs {
+    /// Workload spec file, or a built-in workload name (image, audio, text).
+    #[arg(default_value = "image")]
+    spec: String,
+    /// CPU cores (fractional values use a CFS quota). Default: every core of this host.
+    #[arg(long)]
+    cpus: Option<f64>,
+    /// Specific core ids, e.g. `0,1` or `0-3`.
+    #[arg(long, value_parser = parse_cpu_list)]
+    cpu_list: Option<Vec<usize>>,
+    /// Memory limit for the workload's cgroup (resident memory plus page cache), e.g. 1GiB.
+    #[arg(long)]
+    mem: Option<Bytes>,
+    /// Application cache budget passed as SYNERGY_CACHE_BYTES, e.g. 128MiB.
+    #[arg(long)]
+    cache_bytes: Option<Bytes>,
+    /// Evict the dataset from the page cache first.
+    #[arg(long, conflicts_with = "warm")]
+    cold: bool,
+    /// Read the whole dataset into the page cache first.
+    #[arg(long)]
+    warm: bool,
+    /// Limit storage reads on the dataset's device, e.g. 20MB/s.
+    #[arg(long)]
+    storage_bps: Option<BytesPerSec>,
+    /// Feed synthetic batches: measures the accelerator's ingestion rate alone.
+    #[arg(long)]
+    synthetic: bool,
+    /// Isolation backend (default: detect).
+    #[arg(long, value_enum)]
+    isolation: Option<IsolationKind>,
+    /// Seconds of warm-up excluded from the estimate.
+    #[arg(long, default_value_t = 2.0)]
+    warmup_seconds: f64,
+    /// Steps of warm-up excluded from the estimate.
+    #[arg(long, default_value_t = 3)]
+    warmup_steps: u64,
+    /// Whole epochs excluded from the estimate (e.g. 1 while a cache fills).
+    #[arg(long, default_value_t = 0)]
+    warmup_epochs: u64,
+    /// Shortest measured window, seconds.
+    #[arg(long, default_value_t = 3.0)]
+    min_seconds: f64,
+    /// Longest trial, seconds.
+    #[arg(long, default_value_t = 60.0)]
+    max_seconds: f64,
+    /// Stop when the 95% confidence half-width is within this fraction of the mean.
+    #[arg(long, default_value_t = 0.02)]
+    precision: f64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("`{part}` is not a core id or range (examples: 0,1 or 0-3)");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                if a > b {
+                    return Err(bad());
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if out.is_empty() {
+        return Err("no cores listed".into());
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -70,7 +162,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            if err.chain().any(|c| c.downcast_ref::<InputError>().is_some()) {
+            if err.chain().any(is_input_error) {
                 EXIT_INPUT
             } else {
                 EXIT_FAILURE
@@ -79,8 +171,23 @@ pub fn main() -> i32 {
     }
 }
 
+/// Whether an error in a chain is the user's to fix by changing their input (exit code 2).
+fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<InputError>() {
+        return true;
+    }
+    if let Some(t) = e.downcast_ref::<TrialError>() {
+        return t.is_input();
+    }
+    if let Some(w) = e.downcast_ref::<WorkloadError>() {
+        return matches!(w, WorkloadError::Input(_));
+    }
+    matches!(e.downcast_ref::<IsolateError>(), Some(IsolateError::Budget(_)))
+}
+
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
+        Command::Measure(args) => measure_cmd(args),
         Command::Dataset(DatasetCmd::Gen {
             kind,
             size,
@@ -107,5 +214,170 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             builtin::run(&args)?;
             Ok(0)
         }
+    }
+}
+
+fn check_positive(flag: &str, v: f64) -> Result<(), InputError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(InputError::new(flag, "must be a positive number"))
+    }
+}
+
+fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
+    let spec = WorkloadSpec::load(&args.spec)?;
+    let cpus = args.cpus.unwrap_or_else(|| measure::trial::host_cores().len() as f64);
+    check_positive("--max-seconds", args.max_seconds)?;
+    check_positive("--precision", args.precision)?;
+    if !(args.warmup_seconds >= 0.0 && args.min_seconds >= 0.0) {
+        return Err(InputError::new("--warmup-seconds/--min-seconds", "must not be negative").into());
+    }
+    let mut req = TrialRequest::new(spec, Cores(cpus));
+    req.cpu_list = args.cpu_list;
+    req.mem_limit = args.mem;
+    req.cache_bytes = args.cache_bytes;
+    req.cache_state = if args.cold {
+        CacheState::Cold
+    } else if args.warm {
+        CacheState::Warm
+    } else {
+        CacheState::AsIs
+    };
+    req.storage_limit = args.storage_bps;
+    req.synthetic = args.synthetic;
+    req.isolation = args.isolation;
+    req.estimator = EstimatorConfig {
+        warmup_s: args.warmup_seconds,
+        warmup_steps: args.warmup_steps,
+        warmup_epochs: args.warmup_epochs,
+        min_measure_s: args.min_seconds,
+        max_total_s: args.max_seconds,
+        rel_precision: args.precision,
+    };
+    req.no_progress_timeout = Duration::from_secs_f64(args.max_seconds.clamp(10.0, 30.0));
+
+    let cancel = Cancel::on_signals()?;
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = measure::run_trial(&req, &bar, &cancel);
+    bar.finish_and_clear();
+    match result {
+        Ok(r) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", render_trial(&r));
+            }
+            Ok(0)
+        }
+        Err(TrialError::Interrupted(sig)) => {
+            eprintln!("synergy: {}", TrialError::Interrupted(sig));
+            Ok(128 + sig)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn render_trial(r: &TrialResult) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let a = &r.allocation;
+    let cores: Vec<String> = a.cpu_list.iter().map(|c| c.to_string()).collect();
+    let _ = writeln!(
+        o,
+        "{} ({}) at {} cores [cpuset {}]{}{}{}{}",
+        r.workload,
+        r.spec,
+        a.cpus,
+        cores.join(","),
+        a.mem_limit_bytes.map(|b| format!(", memory {}", Bytes(b))).unwrap_or_default(),
+        a.cache_bytes.map(|b| format!(", app cache {}", Bytes(b))).unwrap_or_default(),
+        a.storage_limit_bytes_per_s.map(|b| format!(", storage {:.1} MB/s", b / 1e6)).unwrap_or_default(),
+        if a.synthetic { ", synthetic input" } else { "" },
+    );
+    let t = &r.throughput;
+    let _ = writeln!(
+        o,
+        "  throughput   {:.1} ± {:.1} samples/s (95% CI, ±{:.1}%)",
+        t.samples_per_s,
+        t.ci95_half_width,
+        100.0 * t.rel_half_width()
+    );
+    let _ = writeln!(
+        o,
+        "  stopped      {:?} after {:.1} s ({} steps; warm-up {:.1} s, measured {:.1} s over {} steps)",
+        r.stop_reason, r.duration_s, r.steps, t.warmup_s, t.measured_s, t.measured_steps
+    );
+    let tel = &r.telemetry;
+    let _ = writeln!(
+        o,
+        "  cpu          {:.1} s total{}",
+        tel.cpu_seconds,
+        tel.cpu_cores_used.map(|c| format!(", {c:.2} cores busy while measured")).unwrap_or_default()
+    );
+    if let Some(b) = tel.storage_read_bytes {
+        let _ = writeln!(
+            o,
+            "  storage      {} read{}",
+            Bytes(b),
+            tel.storage_read_bytes_per_s.map(|r| format!(", {:.1} MB/s while measured", r / 1e6)).unwrap_or_default()
+        );
+    }
+    if let Some(c) = tel.page_cache_peak_bytes {
+        let _ = writeln!(
+            o,
+            "  page cache   peak {}{}",
+            Bytes(c),
+            tel.memory_peak_bytes.map(|m| format!(" (memory peak {})", Bytes(m))).unwrap_or_default()
+        );
+    }
+    if let Some(c) = &tel.app_cache {
+        let _ = writeln!(o, "  app cache    hit ratio {:.3} after warm-up ({} hits, {} misses)", c.hit_ratio(), c.hits, c.misses);
+    }
+    if let Some(g) = &tel.gpu {
+        let _ = writeln!(
+            o,
+            "  gpu          {}: {:.0}% busy, {} peak memory, {:.0} MHz SM",
+            g.devices.join(", "),
+            g.utilization_pct,
+            Bytes(g.memory_used_peak_bytes),
+            g.sm_clock_mhz
+        );
+    }
+    if let Some(d) = &r.dataset {
+        let _ = writeln!(
+            o,
+            "  dataset      {} ({} files, {}, mean {:.1} KB; {:.0}% cached at start{})",
+            d.path.display(),
+            d.files,
+            Bytes(d.bytes),
+            d.mean_file_bytes / 1e3,
+            100.0 * d.resident_fraction_at_start,
+            if d.generated { "; generated now" } else { "" }
+        );
+    }
+    let i = &r.isolation;
+    let _ = writeln!(
+        o,
+        "  isolation    {} ({}): setup {:.1} ms, teardown {:.1} ms",
+        i.backend, i.chosen_because, i.setup_ms, i.teardown_ms
+    );
+    if r.malformed_lines > 0 {
+        let _ = writeln!(o, "  warning      {} progress lines did not follow the protocol", r.malformed_lines);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_parse_ranges() {
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
     }
 }

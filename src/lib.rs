@@ -5,6 +5,7 @@
 //! [`isolate`] (cgroup and affinity budgets, page-cache control) and [`measure`] (progress, throughput
 //! estimation, telemetry, one trial). [`cli`] is the command line over them.
 
+pub mod cancel;
 pub mod cli;
 pub mod error;
 pub mod isolate;

@@ -160,6 +160,11 @@ pub trait Domain: Send {
     fn stats(&self) -> DomainStats;
     /// Process ids currently inside the domain (empty for backends that cannot enumerate them).
     fn pids(&self) -> Vec<i32>;
+    /// Tells the domain the pid of the workload it holds, for backends that track processes rather than
+    /// groups (affinity). Cgroup backends already know their tasks.
+    fn adopt(&mut self, pid: i32) {
+        let _ = pid;
+    }
     /// Changes the budget in place, for tasks already running.
     fn update(&mut self, budget: &Budget) -> Result<(), IsolateError>;
     /// Kills every task left in the domain and removes it. Idempotent; also run on drop.

@@ -1,2 +1,10 @@
 //! Measuring one trial: read a workload's progress, estimate its throughput with a confidence interval,
 //! stop as soon as it is known precisely enough, and collect telemetry.
+
+pub mod estimate;
+pub mod progress;
+pub mod telemetry;
+pub mod trial;
+
+pub use estimate::{Estimate, EstimatorConfig, StopReason};
+pub use trial::{run_trial, CacheState, TrialError, TrialRequest, TrialResult};

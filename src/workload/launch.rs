@@ -1,1 +1,242 @@
-//! Starting a workload command under the launch contract, inside an isolation domain.
+//! Starting a workload command under the launch contract (DESIGN.md 3.1), inside an isolation domain,
+//! and stopping it again with everything it started.
+
+use super::spec::{Placeholders, ProgressSpec, Stream};
+use super::{env, WorkloadError, WorkloadSpec};
+use crate::isolate::ChildSetup;
+use crate::units::{Bytes, Cores};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The descriptor number the progress pipe has in the workload.
+pub const PROGRESS_FD: i32 = 3;
+
+/// What to launch, and with which budget.
+#[derive(Debug, Clone)]
+pub struct LaunchConfig<'a> {
+    /// The workload.
+    pub spec: &'a WorkloadSpec,
+    /// Its dataset directory, when it has one.
+    pub dataset: Option<&'a Path>,
+    /// Cores granted.
+    pub cpus: Cores,
+    /// Core ids of the cpuset.
+    pub cpu_list: &'a [usize],
+    /// Application cache budget, when the workload has an application cache.
+    pub cache_bytes: Option<Bytes>,
+    /// Feed synthetic batches (accelerator rate only).
+    pub synthetic: bool,
+    /// What the child does before exec to enter its isolation domain.
+    pub setup: ChildSetup,
+}
+
+/// Where the workload's progress arrives.
+pub enum ProgressStream {
+    /// The read end of the progress pipe.
+    Pipe(File),
+    /// The workload's stdout or stderr, for a regular-expression reader.
+    Output(Box<dyn Read + Send>),
+}
+
+/// A running workload.
+pub struct Running {
+    /// The child process (leader of its own process group).
+    pub child: Child,
+    /// Its progress stream; taken by the reader.
+    pub progress: Option<ProgressStream>,
+    stderr_file: Option<File>,
+    started: Instant,
+}
+
+impl Running {
+    /// When the workload was started.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// The last `max_bytes` the workload wrote to stderr (empty when stderr feeds a progress reader).
+    pub fn stderr_tail(&mut self, max_bytes: u64) -> String {
+        let Some(f) = self.stderr_file.as_mut() else {
+            return String::new();
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut buf = Vec::new();
+        if f.seek(SeekFrom::Start(len.saturating_sub(max_bytes))).is_ok() {
+            let _ = f.read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).trim().to_string()
+    }
+
+    /// Stops the workload and every process in its group: SIGTERM, then SIGKILL after `grace`; reaps it.
+    /// Returns its exit status.
+    pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            kill_group(self.child.id(), libc::SIGKILL);
+            return Some(status);
+        }
+        kill_group(self.child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                kill_group(self.child.id(), libc::SIGKILL);
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        kill_group(self.child.id(), libc::SIGKILL);
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop(Duration::from_millis(200));
+        }
+    }
+}
+
+fn kill_group(pid: u32, signal: i32) {
+    // SAFETY: killpg with a process-group id we created; errors (group already gone) are harmless.
+    unsafe {
+        libc::killpg(pid as libc::pid_t, signal);
+    }
+}
+
+/// Expands the spec's command and environment for this launch.
+pub fn command_line(cfg: &LaunchConfig) -> Result<(Vec<String>, Vec<(String, String)>), WorkloadError> {
+    let spec = cfg.spec;
+    let mut ph = Placeholders::base(spec);
+    ph.values.insert(
+        "dataset",
+        cfg.dataset.map(|d| d.display().to_string()).unwrap_or_default(),
+    );
+    ph.values.insert("cpus", cfg.cpus.to_string());
+    ph.values.insert(
+        "cache_bytes",
+        cfg.cache_bytes.map(|b| b.0.to_string()).unwrap_or_default(),
+    );
+    let argv = spec
+        .command
+        .iter()
+        .enumerate()
+        .map(|(i, a)| ph.expand(a, &spec.origin, &format!("command[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut envs: Vec<(String, String)> = spec
+        .env
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), ph.expand(v, &spec.origin, &format!("env.{k}"))?)))
+        .collect::<Result<_, WorkloadError>>()?;
+    envs.push((env::CPUS.into(), cfg.cpus.to_string()));
+    let list: Vec<String> = cfg.cpu_list.iter().map(|c| c.to_string()).collect();
+    envs.push((env::CPU_LIST.into(), list.join(",")));
+    if let Some(b) = cfg.cache_bytes {
+        envs.push((env::CACHE_BYTES.into(), b.0.to_string()));
+    }
+    if cfg.synthetic {
+        envs.push((env::SYNTHETIC.into(), "1".into()));
+    }
+    if matches!(spec.progress, ProgressSpec::Pipe) {
+        envs.push((env::PROGRESS_FD.into(), PROGRESS_FD.to_string()));
+    }
+    Ok((argv, envs))
+}
+
+/// Starts the workload. The child is placed in its domain, made leader of a new process group, and set
+/// to die with this process, all before its first instruction.
+pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
+    let (argv, envs) = command_line(cfg)?;
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).envs(envs).stdin(Stdio::null());
+    // Do not leak the parent's own contract variables into a workload that does not use them.
+    if !matches!(cfg.spec.progress, ProgressSpec::Pipe) {
+        cmd.env_remove(env::PROGRESS_FD);
+    }
+    if !cfg.synthetic {
+        cmd.env_remove(env::SYNTHETIC);
+    }
+    if cfg.cache_bytes.is_none() {
+        cmd.env_remove(env::CACHE_BYTES);
+    }
+    let regex_stream = match &cfg.spec.progress {
+        ProgressSpec::Regex { stream, .. } => Some(*stream),
+        ProgressSpec::Pipe => None,
+    };
+    cmd.stdout(if regex_stream == Some(Stream::Stdout) {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    let stderr_file = if regex_stream == Some(Stream::Stderr) {
+        cmd.stderr(Stdio::piped());
+        None
+    } else {
+        let f = tempfile::tempfile().map_err(|e| WorkloadError::io("creating a file for the workload's stderr", e))?;
+        let dup = f.try_clone().map_err(|e| WorkloadError::io("duplicating the stderr file", e))?;
+        cmd.stderr(Stdio::from(dup));
+        Some(f)
+    };
+    let pipe = if regex_stream.is_none() {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| WorkloadError::io("creating the progress pipe", e.into()))?;
+        Some((r, w))
+    } else {
+        None
+    };
+    let write_fd = pipe.as_ref().map(|(_, w)| w.as_raw_fd());
+    let setup = cfg.setup.clone();
+    cmd.process_group(0);
+    // SAFETY: the hook only makes async-signal-safe calls (write, sched_setaffinity, prctl, dup2, fcntl).
+    unsafe {
+        cmd.pre_exec(move || {
+            setup.apply_in_child()?;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(w) = write_fd {
+                let r = if w == PROGRESS_FD {
+                    libc::fcntl(w, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(w, PROGRESS_FD)
+                };
+                if r < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        WorkloadError::Input(crate::error::InputError::field(
+            &cfg.spec.origin,
+            "command[0]",
+            format!("cannot start `{}`: {e}", argv[0]),
+        ))
+    })?;
+    let progress = match (pipe, regex_stream) {
+        (Some((r, w)), _) => {
+            drop::<OwnedFd>(w);
+            Some(ProgressStream::Pipe(File::from(r)))
+        }
+        (None, Some(Stream::Stdout)) => child
+            .stdout
+            .take()
+            .map(|s| ProgressStream::Output(Box::new(s))),
+        (None, Some(Stream::Stderr)) => child
+            .stderr
+            .take()
+            .map(|s| ProgressStream::Output(Box::new(s))),
+        (None, None) => None,
+    };
+    Ok(Running {
+        child,
+        progress,
+        stderr_file,
+        started: Instant::now(),
+    })
+}

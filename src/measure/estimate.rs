@@ -1,0 +1,361 @@
+//! Throughput estimation from progress events: excludes warm-up, estimates samples per second with a 95%
+//! confidence interval (batch means over consecutive steps), and decides when a trial can stop.
+
+use serde::{Deserialize, Serialize};
+
+/// When to start measuring and when to stop.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EstimatorConfig {
+    /// Seconds from the first step that never count (pipeline fill, JIT, cache warm-up).
+    pub warmup_s: f64,
+    /// Steps that never count, whatever the time.
+    pub warmup_steps: u64,
+    /// Epochs that never count (e.g. 1 when an application cache fills in the first epoch); needs progress
+    /// lines that carry `epoch`.
+    pub warmup_epochs: u64,
+    /// Shortest measured window (after warm-up) before the trial may stop.
+    pub min_measure_s: f64,
+    /// Longest trial, warm-up included; the trial stops then whatever the precision.
+    pub max_total_s: f64,
+    /// Stop once the 95% confidence half-width is at most this fraction of the mean.
+    pub rel_precision: f64,
+}
+
+impl Default for EstimatorConfig {
+    fn default() -> Self {
+        EstimatorConfig {
+            warmup_s: 2.0,
+            warmup_steps: 3,
+            warmup_epochs: 0,
+            min_measure_s: 3.0,
+            max_total_s: 60.0,
+            rel_precision: 0.02,
+        }
+    }
+}
+
+/// A throughput estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Samples per second over the measured window.
+    pub samples_per_s: f64,
+    /// Half-width of the 95% confidence interval, samples per second.
+    pub ci95_half_width: f64,
+    /// Steps in the measured window.
+    pub measured_steps: u64,
+    /// Length of the measured window, seconds.
+    pub measured_s: f64,
+    /// Time excluded as warm-up, seconds from the first step.
+    pub warmup_s: f64,
+    /// Where the measured window starts, in the time base of the observations.
+    pub window_start_s: f64,
+}
+
+impl Estimate {
+    /// Half-width relative to the mean.
+    pub fn rel_half_width(&self) -> f64 {
+        if self.samples_per_s > 0.0 {
+            self.ci95_half_width / self.samples_per_s
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// Why a trial stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The confidence interval reached the requested precision.
+    Converged,
+    /// The longest allowed trial time passed.
+    MaxDuration,
+    /// The workload exited by itself.
+    WorkloadExited,
+    /// The workload stopped reporting progress.
+    NoProgress,
+    /// The user interrupted (SIGINT or SIGTERM).
+    Interrupted,
+}
+
+/// One observation: a step with its sample count, or a rate the workload itself reported.
+#[derive(Debug, Clone, Copy)]
+enum Obs {
+    Step { t_s: f64, samples: f64, epoch: u64 },
+    Rate { t_s: f64, samples_per_s: f64 },
+}
+
+/// Accumulates progress and answers "how fast" and "may we stop".
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    cfg: EstimatorConfig,
+    obs: Vec<Obs>,
+}
+
+/// Fewest batches the interval is computed from: fewer make Student's t too wide to be useful.
+const MIN_BATCHES: usize = 10;
+/// Most batches: more adds little and makes neighbouring batches correlated.
+const MAX_BATCHES: usize = 30;
+
+impl Estimator {
+    /// An empty estimator.
+    pub fn new(cfg: EstimatorConfig) -> Self {
+        Estimator {
+            cfg,
+            obs: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EstimatorConfig {
+        &self.cfg
+    }
+
+    /// Records a step of `samples` that finished `t_s` seconds after the trial started.
+    pub fn push_step(&mut self, t_s: f64, samples: f64, epoch: Option<u64>) {
+        let epoch = epoch.unwrap_or(0);
+        self.obs.push(Obs::Step {
+            t_s,
+            samples,
+            epoch,
+        });
+    }
+
+    /// Records a rate the workload reported itself at `t_s` (e.g. tqdm's it/s).
+    pub fn push_rate(&mut self, t_s: f64, samples_per_s: f64) {
+        self.obs.push(Obs::Rate { t_s, samples_per_s });
+    }
+
+    /// Steps (or rate reports) seen so far.
+    pub fn observations(&self) -> usize {
+        self.obs.len()
+    }
+
+    /// Samples seen so far (steps only).
+    pub fn total_samples(&self) -> f64 {
+        self.obs
+            .iter()
+            .map(|o| match o {
+                Obs::Step { samples, .. } => *samples,
+                Obs::Rate { .. } => 0.0,
+            })
+            .sum()
+    }
+
+    fn t_of(o: &Obs) -> f64 {
+        match o {
+            Obs::Step { t_s, .. } | Obs::Rate { t_s, .. } => *t_s,
+        }
+    }
+
+    /// Index of the first observation past warm-up: the one before it is the measurement's time origin.
+    fn warmup_end(&self) -> Option<usize> {
+        let first_t = Self::t_of(self.obs.first()?);
+        let first_epoch = match self.obs.first()? {
+            Obs::Step { epoch, .. } => *epoch,
+            Obs::Rate { .. } => 0,
+        };
+        let idx = self.obs.iter().position(|o| {
+            let past_time = Self::t_of(o) - first_t >= self.cfg.warmup_s;
+            let past_epoch = match o {
+                Obs::Step { epoch, .. } => *epoch >= first_epoch + self.cfg.warmup_epochs,
+                Obs::Rate { .. } => true,
+            };
+            past_time && past_epoch
+        })?;
+        // The origin is observation idx; it needs warmup_steps before it.
+        let idx = idx.max(self.cfg.warmup_steps as usize);
+        (idx < self.obs.len()).then_some(idx)
+    }
+
+    /// The current estimate, once enough steps were measured past warm-up.
+    pub fn estimate(&self) -> Option<Estimate> {
+        let origin = self.warmup_end()?;
+        let first_t = Self::t_of(&self.obs[0]);
+        let origin_t = Self::t_of(&self.obs[origin]);
+        let window = &self.obs[origin + 1..];
+        if window.len() < MIN_BATCHES {
+            return None;
+        }
+        let per_batch = window.len().div_ceil(MAX_BATCHES);
+        let n_batches = window.len() / per_batch;
+        if n_batches < MIN_BATCHES {
+            return None;
+        }
+        // Only whole batches count, so the window ends at the last whole batch.
+        let used = &window[..n_batches * per_batch];
+        let end_t = Self::t_of(&used[used.len() - 1]);
+        let measured_s = end_t - origin_t;
+        if measured_s <= 0.0 {
+            return None;
+        }
+        let (mean, half) = match used[0] {
+            Obs::Step { .. } => {
+                // Ratio estimator: total samples over total time, with its delta-method standard error.
+                let mut prev_t = origin_t;
+                let mut batches = Vec::with_capacity(n_batches);
+                for chunk in used.chunks(per_batch) {
+                    let s: f64 = chunk
+                        .iter()
+                        .map(|o| match o {
+                            Obs::Step { samples, .. } => *samples,
+                            Obs::Rate { .. } => 0.0,
+                        })
+                        .sum();
+                    let t = Self::t_of(&chunk[chunk.len() - 1]);
+                    batches.push((s, t - prev_t));
+                    prev_t = t;
+                }
+                let total_s: f64 = batches.iter().map(|b| b.0).sum();
+                let rate = total_s / measured_s;
+                let n = batches.len() as f64;
+                let mean_dt = measured_s / n;
+                let var_resid: f64 = batches
+                    .iter()
+                    .map(|(s, dt)| (s - rate * dt).powi(2))
+                    .sum::<f64>()
+                    / (n - 1.0);
+                let se = (var_resid / n).sqrt() / mean_dt;
+                (rate, student_t95(n as usize - 1) * se)
+            }
+            Obs::Rate { .. } => {
+                let rates: Vec<f64> = used
+                    .chunks(per_batch)
+                    .map(|c| {
+                        c.iter()
+                            .map(|o| match o {
+                                Obs::Rate { samples_per_s, .. } => *samples_per_s,
+                                Obs::Step { .. } => 0.0,
+                            })
+                            .sum::<f64>()
+                            / c.len() as f64
+                    })
+                    .collect();
+                let n = rates.len() as f64;
+                let mean = rates.iter().sum::<f64>() / n;
+                let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0);
+                (mean, student_t95(rates.len() - 1) * (var / n).sqrt())
+            }
+        };
+        Some(Estimate {
+            samples_per_s: mean,
+            ci95_half_width: half,
+            measured_steps: used.len() as u64,
+            measured_s,
+            warmup_s: origin_t - first_t,
+            window_start_s: origin_t,
+        })
+    }
+
+    /// Whether the estimate is precise enough, and measured for long enough, to stop.
+    pub fn converged(&self) -> Option<Estimate> {
+        self.estimate().filter(|e| {
+            e.measured_s >= self.cfg.min_measure_s && e.rel_half_width() <= self.cfg.rel_precision
+        })
+    }
+}
+
+/// Two-sided 95% quantile of Student's t with `df` degrees of freedom.
+pub fn student_t95(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        // Beyond 30 the quantile approaches 1.96 like 1.96 + 2.4/df.
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> EstimatorConfig {
+        EstimatorConfig {
+            warmup_s: 1.0,
+            warmup_steps: 2,
+            warmup_epochs: 0,
+            min_measure_s: 2.0,
+            max_total_s: 60.0,
+            rel_precision: 0.02,
+        }
+    }
+
+    #[test]
+    fn steady_steps_give_the_true_rate_and_converge() {
+        let mut e = Estimator::new(cfg());
+        // 32 samples every 0.1 s = 320 samples/s, with +-10% jitter in step times.
+        let mut t = 0.0;
+        for i in 0..100 {
+            t += 0.1 * if i % 2 == 0 { 0.9 } else { 1.1 };
+            e.push_step(t, 32.0, None);
+        }
+        let est = e.converged().expect("converged");
+        assert!((est.samples_per_s - 320.0).abs() < 5.0, "{est:?}");
+        assert!(est.warmup_s >= 1.0);
+        assert!(est.ci95_half_width > 0.0);
+    }
+
+    #[test]
+    fn slow_warmup_is_excluded() {
+        let mut e = Estimator::new(cfg());
+        let mut t = 0.0;
+        for _ in 0..5 {
+            t += 0.5; // 64 samples/s during warm-up
+            e.push_step(t, 32.0, None);
+        }
+        for _ in 0..100 {
+            t += 0.1;
+            e.push_step(t, 32.0, None);
+        }
+        let est = e.estimate().unwrap();
+        assert!((est.samples_per_s - 320.0).abs() < 1.0, "{est:?}");
+    }
+
+    #[test]
+    fn noisy_steps_do_not_converge_early() {
+        let mut e = Estimator::new(cfg());
+        let mut t = 0.0;
+        for i in 0..40 {
+            t += if i % 3 == 0 { 0.5 } else { 0.05 };
+            e.push_step(t, 32.0, None);
+        }
+        let est = e.estimate().unwrap();
+        assert!(est.rel_half_width() > 0.02, "{est:?}");
+        assert!(e.converged().is_none());
+    }
+
+    #[test]
+    fn warmup_epochs_wait_for_the_epoch_to_change() {
+        let mut c = cfg();
+        c.warmup_epochs = 1;
+        let mut e = Estimator::new(c);
+        let mut t = 0.0;
+        for _ in 0..50 {
+            t += 0.2;
+            e.push_step(t, 32.0, Some(0));
+        }
+        assert!(e.estimate().is_none());
+        for _ in 0..50 {
+            t += 0.1;
+            e.push_step(t, 32.0, Some(1));
+        }
+        let est = e.estimate().unwrap();
+        assert!((est.samples_per_s - 320.0).abs() < 1.0, "{est:?}");
+    }
+
+    #[test]
+    fn reported_rates_are_averaged() {
+        let mut e = Estimator::new(cfg());
+        for i in 0..60 {
+            e.push_rate(i as f64 * 0.1, if i % 2 == 0 { 99.0 } else { 101.0 });
+        }
+        let est = e.estimate().unwrap();
+        assert!((est.samples_per_s - 100.0).abs() < 0.5);
+        assert!(est.rel_half_width() < 0.02);
+    }
+}

@@ -1,0 +1,73 @@
+//! Bad input gets one clear message naming the file or flag, exit code 2, and no panic.
+
+mod common;
+
+use common::run;
+use std::path::Path;
+
+fn write_spec(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn assert_input_error(args: &[&str], must_mention: &[&str]) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for m in must_mention {
+        assert!(stderr.contains(m), "{args:?}: `{m}` not in: {stderr}");
+    }
+    assert!(out.stdout.is_empty(), "no partial output expected");
+}
+
+const GOOD: &str = "name = 'x'\ncommand = ['true']\nbatch_size = 4\nfootprint = '64MiB'\n";
+
+#[test]
+fn malformed_toml_names_the_file_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = write_spec(d.path(), "bad.toml", "name = 'x\ncommand = ['true']\n");
+    assert_input_error(&["measure", &spec], &[&spec, "line 1"]);
+}
+
+#[test]
+fn unknown_field_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = write_spec(d.path(), "extra.toml", &format!("{GOOD}gpu_rate = 3\n"));
+    assert_input_error(&["measure", &spec], &[&spec, "gpu_rate"]);
+}
+
+#[test]
+fn missing_dataset_without_generator_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    let text = format!("{GOOD}[dataset]\npath = 'no-such-dataset'\n");
+    let spec = write_spec(d.path(), "nodata.toml", &text);
+    assert_input_error(&["measure", &spec, "--cpus", "1"], &[&spec, "dataset.path", "no-such-dataset"]);
+}
+
+#[test]
+fn more_cores_than_the_host_has_is_refused() {
+    assert_input_error(&["measure", "text", "--cpus", "4096"], &["--cpus", "4096"]);
+    assert_input_error(&["measure", "text", "--cpus", "0"], &["--cpus"]);
+}
+
+#[test]
+fn memory_below_the_footprint_is_refused() {
+    assert_input_error(&["measure", "image", "--cpus", "1", "--mem", "1MiB"], &["--mem", "footprint"]);
+}
+
+#[test]
+fn unknown_spec_and_bad_sizes_are_refused() {
+    assert_input_error(&["measure", "no-such-workload"], &["no-such-workload"]);
+    let out = run(&["measure", "image", "--mem", "lots"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn affinity_cannot_bound_memory() {
+    assert_input_error(
+        &["measure", "text", "--cpus", "1", "--isolation", "affinity", "--mem", "1GiB", "--synthetic"],
+        &["affinity"],
+    );
+}

@@ -1,0 +1,59 @@
+//! Ctrl-C (SIGINT) and SIGTERM to `synergy measure` mid-trial leave no workload process and no cgroup.
+
+mod common;
+
+use common::{cgroups_of, processes_with, synergy};
+use std::time::{Duration, Instant};
+
+fn interrupt_mid_trial(signal: i32, isolation: &str) {
+    let _guard = common::serial();
+    let marker = tempfile::tempdir().unwrap();
+    let marker_str = marker.path().display().to_string();
+    // Synthetic input needs no dataset; the dataset path (with the marker) still appears in the command.
+    let mut child = synergy()
+        .env("SYNERGY_DATA_DIR", marker.path())
+        .args(["measure", "image", "--synthetic", "--cpus", "1", "--max-seconds", "120", "--precision", "0.0001"])
+        .args(["--isolation", isolation])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while processes_with(&marker_str).is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the workload never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    if isolation != "affinity" {
+        assert!(!cgroups_of(child.id()).is_empty(), "the trial's cgroup exists while it runs");
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + signal), "exit status after signal {signal}");
+    assert!(processes_with(&marker_str).is_empty(), "a workload process survived");
+    assert!(cgroups_of(child.id()).is_empty(), "a cgroup survived: {:?}", cgroups_of(child.id()));
+}
+
+#[test]
+fn sigint_cleans_up() {
+    if !common::have_cgroups() {
+        eprintln!("skipped: needs root and cgroup v1");
+        return;
+    }
+    interrupt_mid_trial(libc::SIGINT, "cgroup-v1");
+}
+
+#[test]
+fn sigterm_cleans_up() {
+    if !common::have_cgroups() {
+        eprintln!("skipped: needs root and cgroup v1");
+        return;
+    }
+    interrupt_mid_trial(libc::SIGTERM, "cgroup-v1");
+}
+
+#[test]
+fn sigterm_cleans_up_under_the_affinity_fallback() {
+    interrupt_mid_trial(libc::SIGTERM, "affinity");
+}
