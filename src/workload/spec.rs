@@ -207,7 +207,7 @@ impl WorkloadSpec {
             let msg = e.message().to_string();
             let mut err = InputError::new(origin, msg.clone());
             if let Some(span) = e.span() {
-                let line = text[..span.start].lines().count().max(1);
+                let line = text[..span.start].matches('\n').count() + 1;
                 err.message = format!("line {line}: {msg}");
             }
             err
