@@ -16,7 +16,11 @@ pub const EXIT_INPUT: i32 = 2;
 pub const EXIT_FAILURE: i32 = 1;
 
 #[derive(Debug, Parser)]
-#[command(name = "synergy", version, about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity")]
+#[command(
+    name = "synergy",
+    version,
+    about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -38,7 +42,9 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum DatasetCmd {
     /// Generate a deterministic dataset.
-    #[command(after_help = "Examples:\n  synergy dataset gen --kind image --size 256MiB data/image\n  synergy dataset gen --kind text --size 64MiB --seed 7 data/text")]
+    #[command(
+        after_help = "Examples:\n  synergy dataset gen --kind image --size 256MiB data/image\n  synergy dataset gen --kind text --size 64MiB --seed 7 data/text"
+    )]
     Gen {
         /// Kind of data.
         #[arg(long, value_enum)]
@@ -60,7 +66,9 @@ enum DatasetCmd {
 #[derive(Debug, Subcommand)]
 enum WorkloadCmd {
     /// Run a built-in pipeline under the launch contract (SYNERGY_CPUS, SYNERGY_CACHE_BYTES, ...).
-    #[command(after_help = "Example:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50")]
+    #[command(
+        after_help = "Example:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50"
+    )]
     Run(builtin::RunArgs),
 }
 
@@ -132,7 +140,8 @@ fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         let bad = || format!("`{part}` is not a core id or range (examples: 0,1 or 0-3)");
         match part.split_once('-') {
             Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+                let (a, b): (usize, usize) =
+                    (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
                 if a > b {
                     return Err(bad());
                 }
@@ -182,7 +191,10 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(w) = e.downcast_ref::<WorkloadError>() {
         return matches!(w, WorkloadError::Input(_));
     }
-    matches!(e.downcast_ref::<IsolateError>(), Some(IsolateError::Budget(_)))
+    matches!(
+        e.downcast_ref::<IsolateError>(),
+        Some(IsolateError::Budget(_))
+    )
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
@@ -227,11 +239,15 @@ fn check_positive(flag: &str, v: f64) -> Result<(), InputError> {
 
 fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
     let spec = WorkloadSpec::load(&args.spec)?;
-    let cpus = args.cpus.unwrap_or_else(|| measure::trial::host_cores().len() as f64);
+    let cpus = args
+        .cpus
+        .unwrap_or_else(|| measure::trial::host_cores().len() as f64);
     check_positive("--max-seconds", args.max_seconds)?;
     check_positive("--precision", args.precision)?;
     if !(args.warmup_seconds >= 0.0 && args.min_seconds >= 0.0) {
-        return Err(InputError::new("--warmup-seconds/--min-seconds", "must not be negative").into());
+        return Err(
+            InputError::new("--warmup-seconds/--min-seconds", "must not be negative").into(),
+        );
     }
     let mut req = TrialRequest::new(spec, Cores(cpus));
     req.cpu_list = args.cpu_list;
@@ -292,9 +308,15 @@ fn render_trial(r: &TrialResult) -> String {
         r.spec,
         a.cpus,
         cores.join(","),
-        a.mem_limit_bytes.map(|b| format!(", memory {}", Bytes(b))).unwrap_or_default(),
-        a.cache_bytes.map(|b| format!(", app cache {}", Bytes(b))).unwrap_or_default(),
-        a.storage_limit_bytes_per_s.map(|b| format!(", storage {:.1} MB/s", b / 1e6)).unwrap_or_default(),
+        a.mem_limit_bytes
+            .map(|b| format!(", memory {}", Bytes(b)))
+            .unwrap_or_default(),
+        a.cache_bytes
+            .map(|b| format!(", app cache {}", Bytes(b)))
+            .unwrap_or_default(),
+        a.storage_limit_bytes_per_s
+            .map(|b| format!(", storage {:.1} MB/s", b / 1e6))
+            .unwrap_or_default(),
         if a.synthetic { ", synthetic input" } else { "" },
     );
     let t = &r.throughput;
@@ -315,14 +337,18 @@ fn render_trial(r: &TrialResult) -> String {
         o,
         "  cpu          {:.1} s total{}",
         tel.cpu_seconds,
-        tel.cpu_cores_used.map(|c| format!(", {c:.2} cores busy while measured")).unwrap_or_default()
+        tel.cpu_cores_used
+            .map(|c| format!(", {c:.2} cores busy while measured"))
+            .unwrap_or_default()
     );
     if let Some(b) = tel.storage_read_bytes {
         let _ = writeln!(
             o,
             "  storage      {} read{}",
             Bytes(b),
-            tel.storage_read_bytes_per_s.map(|r| format!(", {:.1} MB/s while measured", r / 1e6)).unwrap_or_default()
+            tel.storage_read_bytes_per_s
+                .map(|r| format!(", {:.1} MB/s while measured", r / 1e6))
+                .unwrap_or_default()
         );
     }
     if let Some(c) = tel.page_cache_peak_bytes {
@@ -330,11 +356,19 @@ fn render_trial(r: &TrialResult) -> String {
             o,
             "  page cache   peak {}{}",
             Bytes(c),
-            tel.memory_peak_bytes.map(|m| format!(" (memory peak {})", Bytes(m))).unwrap_or_default()
+            tel.memory_peak_bytes
+                .map(|m| format!(" (memory peak {})", Bytes(m)))
+                .unwrap_or_default()
         );
     }
     if let Some(c) = &tel.app_cache {
-        let _ = writeln!(o, "  app cache    hit ratio {:.3} after warm-up ({} hits, {} misses)", c.hit_ratio(), c.hits, c.misses);
+        let _ = writeln!(
+            o,
+            "  app cache    hit ratio {:.3} after warm-up ({} hits, {} misses)",
+            c.hit_ratio(),
+            c.hits,
+            c.misses
+        );
     }
     if let Some(g) = &tel.gpu {
         let _ = writeln!(
@@ -365,7 +399,11 @@ fn render_trial(r: &TrialResult) -> String {
         i.backend, i.chosen_because, i.setup_ms, i.teardown_ms
     );
     if r.malformed_lines > 0 {
-        let _ = writeln!(o, "  warning      {} progress lines did not follow the protocol", r.malformed_lines);
+        let _ = writeln!(
+            o,
+            "  warning      {} progress lines did not follow the protocol",
+            r.malformed_lines
+        );
     }
     o
 }

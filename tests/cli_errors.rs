@@ -43,7 +43,10 @@ fn missing_dataset_without_generator_is_named() {
     let d = tempfile::tempdir().unwrap();
     let text = format!("{GOOD}[dataset]\npath = 'no-such-dataset'\n");
     let spec = write_spec(d.path(), "nodata.toml", &text);
-    assert_input_error(&["measure", &spec, "--cpus", "1"], &[&spec, "dataset.path", "no-such-dataset"]);
+    assert_input_error(
+        &["measure", &spec, "--cpus", "1"],
+        &[&spec, "dataset.path", "no-such-dataset"],
+    );
 }
 
 #[test]
@@ -54,7 +57,10 @@ fn more_cores_than_the_host_has_is_refused() {
 
 #[test]
 fn memory_below_the_footprint_is_refused() {
-    assert_input_error(&["measure", "image", "--cpus", "1", "--mem", "1MiB"], &["--mem", "footprint"]);
+    assert_input_error(
+        &["measure", "image", "--cpus", "1", "--mem", "1MiB"],
+        &["--mem", "footprint"],
+    );
 }
 
 #[test]
@@ -67,7 +73,17 @@ fn unknown_spec_and_bad_sizes_are_refused() {
 #[test]
 fn affinity_cannot_bound_memory() {
     assert_input_error(
-        &["measure", "text", "--cpus", "1", "--isolation", "affinity", "--mem", "1GiB", "--synthetic"],
+        &[
+            "measure",
+            "text",
+            "--cpus",
+            "1",
+            "--isolation",
+            "affinity",
+            "--mem",
+            "1GiB",
+            "--synthetic",
+        ],
         &["affinity"],
     );
 }

@@ -34,7 +34,10 @@ fn image_throughput_rises_with_cores_until_the_ingestion_rate() {
     assert!(t05 + h05 < t1 - h1, "1 core beats 0.5 cores");
     assert!(t05 < 0.8 * g, "0.5 cores is below the ingestion rate");
     assert!(t2 >= t1 - h1 - h2, "2 cores no slower than 1");
-    assert!((t2 - g).abs() <= 0.05 * g, "2 cores reach the ingestion rate ({t2:.1} vs {g:.1})");
+    assert!(
+        (t2 - g).abs() <= 0.05 * g,
+        "2 cores reach the ingestion rate ({t2:.1} vs {g:.1})"
+    );
 }
 
 #[test]
@@ -46,7 +49,10 @@ fn text_throughput_is_flat_in_cores() {
     let (t05, h05) = rate(&measure(&["text", "--cpus", "0.5", "--warm"]));
     let (t2, h2) = rate(&measure(&["text", "--cpus", "2", "--warm"]));
     eprintln!("text: 0.5 cores {t05:.1}±{h05:.1}, 2 cores {t2:.1}±{h2:.1}");
-    assert!((t2 - t05).abs() <= h05 + h2 + 0.01 * t2, "flat within the confidence intervals");
+    assert!(
+        (t2 - t05).abs() <= h05 + h2 + 0.01 * t2,
+        "flat within the confidence intervals"
+    );
 }
 
 #[test]
@@ -56,17 +62,36 @@ fn a_storage_limit_makes_a_cold_run_fetch_bound_and_prewarming_recovers() {
         return;
     }
     let limit = 20e6;
-    let cold = measure(&["image", "--cpus", "2", "--cold", "--storage-bps", "20MB/s", "--max-seconds", "12"]);
+    let cold = measure(&[
+        "image",
+        "--cpus",
+        "2",
+        "--cold",
+        "--storage-bps",
+        "20MB/s",
+        "--max-seconds",
+        "12",
+    ]);
     let mean_file = cold["dataset"]["mean_file_bytes"].as_f64().unwrap();
     let expected = limit / mean_file;
     let (t_cold, _) = rate(&cold);
     let warm = measure(&["image", "--cpus", "2", "--warm", "--storage-bps", "20MB/s"]);
     let (t_warm, _) = rate(&warm);
-    eprintln!("image at 20 MB/s: cold {t_cold:.1} (fetch rate {expected:.1}), prewarmed {t_warm:.1}");
-    assert!((t_cold - expected).abs() <= 0.15 * expected, "cold run at the fetch rate");
+    eprintln!(
+        "image at 20 MB/s: cold {t_cold:.1} (fetch rate {expected:.1}), prewarmed {t_warm:.1}"
+    );
+    assert!(
+        (t_cold - expected).abs() <= 0.15 * expected,
+        "cold run at the fetch rate"
+    );
     assert!(t_warm > 1.5 * t_cold, "prewarmed run recovers");
-    let read = cold["telemetry"]["storage_read_bytes_per_s"].as_f64().unwrap();
-    assert!(read <= 1.1 * limit, "storage reads stay under the limit ({read:.0} B/s)");
+    let read = cold["telemetry"]["storage_read_bytes_per_s"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        read <= 1.1 * limit,
+        "storage reads stay under the limit ({read:.0} B/s)"
+    );
 }
 
 #[test]
@@ -76,13 +101,25 @@ fn a_memory_limit_bounds_the_page_cache() {
         return;
     }
     let limit: u64 = 192 << 20;
-    let v = measure(&["image", "--cpus", "2", "--cold", "--mem", "192MiB", "--min-seconds", "8"]);
+    let v = measure(&[
+        "image",
+        "--cpus",
+        "2",
+        "--cold",
+        "--mem",
+        "192MiB",
+        "--min-seconds",
+        "8",
+    ]);
     let dataset = v["dataset"]["bytes"].as_u64().unwrap();
     let peak = v["telemetry"]["page_cache_peak_bytes"].as_u64().unwrap();
     let read = v["telemetry"]["storage_read_bytes"].as_u64().unwrap();
     eprintln!("page cache peak {peak} under a {limit} limit; dataset {dataset}; read {read}");
     assert!(peak <= limit, "page cache stays under the memory limit");
-    assert!(read > limit, "the trial read more than the limit, so the limit mattered");
+    assert!(
+        read > limit,
+        "the trial read more than the limit, so the limit mattered"
+    );
 }
 
 #[test]
@@ -95,11 +132,22 @@ fn an_application_cache_of_half_the_dataset_hits_half_the_time() {
     let first = measure(&["image", "--cpus", "2", "--warm", "--max-seconds", "6"]);
     let half = first["dataset"]["bytes"].as_u64().unwrap() / 2;
     let v = measure(&[
-        "image", "--cpus", "2", "--cold", "--cache-bytes", &half.to_string(), "--warmup-epochs", "1",
-        "--max-seconds", "40",
+        "image",
+        "--cpus",
+        "2",
+        "--cold",
+        "--cache-bytes",
+        &half.to_string(),
+        "--warmup-epochs",
+        "1",
+        "--max-seconds",
+        "40",
     ]);
     let cache = &v["telemetry"]["app_cache"];
-    let (hits, misses) = (cache["hits"].as_f64().unwrap(), cache["misses"].as_f64().unwrap());
+    let (hits, misses) = (
+        cache["hits"].as_f64().unwrap(),
+        cache["misses"].as_f64().unwrap(),
+    );
     let ratio = hits / (hits + misses);
     eprintln!("app cache of half the dataset: hit ratio {ratio:.3} ({hits} hits, {misses} misses)");
     assert!((0.4..=0.6).contains(&ratio), "hit ratio about one half");
@@ -124,10 +172,22 @@ fn isolation_overhead_is_reported_and_small() {
     if skip_without_cgroups() {
         return;
     }
-    let v = measure(&["text", "--cpus", "1", "--synthetic", "--mem", "1GiB", "--max-seconds", "8"]);
+    let v = measure(&[
+        "text",
+        "--cpus",
+        "1",
+        "--synthetic",
+        "--mem",
+        "1GiB",
+        "--max-seconds",
+        "8",
+    ]);
     let iso = &v["isolation"];
     let total = iso["setup_ms"].as_f64().unwrap() + iso["teardown_ms"].as_f64().unwrap();
-    eprintln!("isolation setup + teardown: {total:.1} ms ({})", iso["backend"]);
+    eprintln!(
+        "isolation setup + teardown: {total:.1} ms ({})",
+        iso["backend"]
+    );
     assert_eq!(iso["backend"], "cgroup-v1");
     assert!(total < 100.0, "setup plus teardown under 100 ms");
 }

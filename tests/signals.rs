@@ -12,7 +12,17 @@ fn interrupt_mid_trial(signal: i32, isolation: &str) {
     // Synthetic input needs no dataset; the dataset path (with the marker) still appears in the command.
     let mut child = synergy()
         .env("SYNERGY_DATA_DIR", marker.path())
-        .args(["measure", "image", "--synthetic", "--cpus", "1", "--max-seconds", "120", "--precision", "0.0001"])
+        .args([
+            "measure",
+            "image",
+            "--synthetic",
+            "--cpus",
+            "1",
+            "--max-seconds",
+            "120",
+            "--precision",
+            "0.0001",
+        ])
         .args(["--isolation", isolation])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -20,19 +30,36 @@ fn interrupt_mid_trial(signal: i32, isolation: &str) {
         .unwrap();
     let start = Instant::now();
     while processes_with(&marker_str).is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(20), "the workload never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the workload never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(1500));
     if isolation != "affinity" {
-        assert!(!cgroups_of(child.id()).is_empty(), "the trial's cgroup exists while it runs");
+        assert!(
+            !cgroups_of(child.id()).is_empty(),
+            "the trial's cgroup exists while it runs"
+        );
     }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, signal) };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + signal), "exit status after signal {signal}");
-    assert!(processes_with(&marker_str).is_empty(), "a workload process survived");
-    assert!(cgroups_of(child.id()).is_empty(), "a cgroup survived: {:?}", cgroups_of(child.id()));
+    assert_eq!(
+        status.code(),
+        Some(128 + signal),
+        "exit status after signal {signal}"
+    );
+    assert!(
+        processes_with(&marker_str).is_empty(),
+        "a workload process survived"
+    );
+    assert!(
+        cgroups_of(child.id()).is_empty(),
+        "a cgroup survived: {:?}",
+        cgroups_of(child.id())
+    );
 }
 
 #[test]

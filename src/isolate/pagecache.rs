@@ -27,5 +27,8 @@ pub fn prewarm(_paths: &[PathBuf]) -> std::io::Result<u64> {
 }
 /// Residency of the files.
 pub fn residency(_paths: &[PathBuf]) -> std::io::Result<Residency> {
-    Ok(Residency { resident_bytes: 0, total_bytes: 0 })
+    Ok(Residency {
+        resident_bytes: 0,
+        total_bytes: 0,
+    })
 }

@@ -194,14 +194,15 @@ impl Estimator {
                         .sum();
                     samples / (t1 - t0).max(1e-9)
                 }
-                _ => c
-                    .iter()
-                    .map(|w| match w[1] {
-                        Obs::Rate { samples_per_s, .. } => samples_per_s,
-                        Obs::Step { .. } => 0.0,
-                    })
-                    .sum::<f64>()
-                    / BATCH as f64,
+                _ => {
+                    c.iter()
+                        .map(|w| match w[1] {
+                            Obs::Rate { samples_per_s, .. } => samples_per_s,
+                            Obs::Step { .. } => 0.0,
+                        })
+                        .sum::<f64>()
+                        / BATCH as f64
+                }
             })
             .collect();
         let k = rates.len();
@@ -213,16 +214,13 @@ impl Estimator {
         for i in (0..k).rev() {
             suf[i] = (suf[i + 1].0 + rates[i], suf[i + 1].1 + rates[i] * rates[i]);
         }
-        let mut best = (f64::INFINITY, 0);
-        for d in 0..=k / 2 {
-            let n = (k - d) as f64;
-            let (sum, sq) = suf[d];
-            let sse = (sq - sum * sum / n).max(0.0);
-            let score = sse / (n * n);
-            if score < best.0 {
-                best = (score, d);
-            }
-        }
+        let best = (0..=k / 2)
+            .map(|d| {
+                let n = (k - d) as f64;
+                let (sum, sq) = suf[d];
+                ((sq - sum * sum / n).max(0.0) / (n * n), d)
+            })
+            .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
         best.1 * BATCH
     }
 

@@ -43,7 +43,10 @@ pub trait ProgressSource: Send {
 }
 
 /// Starts a source on a thread of its own.
-pub fn spawn(source: Box<dyn ProgressSource>, tx: Sender<ProgressEvent>) -> std::thread::JoinHandle<()> {
+pub fn spawn(
+    source: Box<dyn ProgressSource>,
+    tx: Sender<ProgressEvent>,
+) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("progress".into())
         .spawn(move || source.run(tx))
@@ -230,7 +233,10 @@ mod tests {
     #[test]
     fn pipe_lines_parse_with_optional_keys() {
         let now = Instant::now();
-        match parse_pipe_line(r#"{"samples": 32, "epoch": 2, "t": 1.5, "cache_hits": 10}"#, now) {
+        match parse_pipe_line(
+            r#"{"samples": 32, "epoch": 2, "t": 1.5, "cache_hits": 10}"#,
+            now,
+        ) {
             ProgressEvent::Step {
                 samples,
                 epoch,
@@ -245,8 +251,14 @@ mod tests {
             }
             e => panic!("{e:?}"),
         }
-        assert!(matches!(parse_pipe_line("samples=3", now), ProgressEvent::Malformed { .. }));
-        assert!(matches!(parse_pipe_line(r#"{"samples": -1}"#, now), ProgressEvent::Malformed { .. }));
+        assert!(matches!(
+            parse_pipe_line("samples=3", now),
+            ProgressEvent::Malformed { .. }
+        ));
+        assert!(matches!(
+            parse_pipe_line(r#"{"samples": -1}"#, now),
+            ProgressEvent::Malformed { .. }
+        ));
     }
 
     #[test]

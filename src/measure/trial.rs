@@ -2,7 +2,9 @@
 //! read its progress until the throughput is known, then stop everything and report.
 
 use super::estimate::{Estimate, Estimator, EstimatorConfig, StopReason};
-use super::progress::{self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress};
+use super::progress::{
+    self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
+};
 use super::telemetry::{AppCache, GpuSampler, Peaks, Telemetry};
 use crate::cancel::Cancel;
 use crate::error::InputError;
@@ -215,7 +217,10 @@ pub fn host_cores() -> Vec<usize> {
 fn validate(req: &TrialRequest) -> Result<(), InputError> {
     let cores = host_cores().len();
     if !(req.cpus.0.is_finite() && req.cpus.0 > 0.0) {
-        return Err(InputError::new("--cpus", "must be a positive number of cores"));
+        return Err(InputError::new(
+            "--cpus",
+            "must be a positive number of cores",
+        ));
     }
     if req.cpus.0 > cores as f64 {
         return Err(InputError::new(
@@ -227,7 +232,12 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
         if list.len() < req.cpus.threads() {
             return Err(InputError::new(
                 "--cpu-list",
-                format!("{} cores listed, but --cpus {} needs {}", list.len(), req.cpus, req.cpus.threads()),
+                format!(
+                    "{} cores listed, but --cpus {} needs {}",
+                    list.len(),
+                    req.cpus,
+                    req.cpus.threads()
+                ),
             ));
         }
     }
@@ -261,7 +271,10 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
     if req.storage_limit.is_some() && req.spec.dataset.is_none() {
         return Err(InputError::new(
             "--storage-bps",
-            format!("the workload in {} has no dataset to throttle", req.spec.origin),
+            format!(
+                "the workload in {} has no dataset to throttle",
+                req.spec.origin
+            ),
         ));
     }
     if let Some(BytesPerSec(b)) = req.storage_limit {
@@ -292,7 +305,12 @@ fn prepare_dataset(
                 ),
             )
         })?;
-        bar.set_message(format!("generating {} dataset ({}) in {}", gen.kind, gen.size, dir.display()));
+        bar.set_message(format!(
+            "generating {} dataset ({}) in {}",
+            gen.kind,
+            gen.size,
+            dir.display()
+        ));
         if let Some(parent) = dir.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| WorkloadError::io(format!("creating {}", parent.display()), e))?;
@@ -316,15 +334,27 @@ fn prepare_dataset(
 fn unique_name() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("synergy-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "synergy-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Runs one trial. `bar` shows progress on a terminal (pass `ProgressBar::hidden()` for none); `cancel`
 /// stops it early, cleaning up, with [`TrialError::Interrupted`].
-pub fn run_trial(req: &TrialRequest, bar: &ProgressBar, cancel: &Cancel) -> Result<TrialResult, TrialError> {
+pub fn run_trial(
+    req: &TrialRequest,
+    bar: &ProgressBar,
+    cancel: &Cancel,
+) -> Result<TrialResult, TrialError> {
     validate(req)?;
     let spec = &req.spec;
-    let data = if req.synthetic { None } else { prepare_dataset(spec, bar)? };
+    let data = if req.synthetic {
+        None
+    } else {
+        prepare_dataset(spec, bar)?
+    };
     if let Some(sig) = cancel.signal() {
         return Err(TrialError::Interrupted(sig));
     }
@@ -401,19 +431,29 @@ pub fn run_trial(req: &TrialRequest, bar: &ProgressBar, cancel: &Cancel) -> Resu
         synthetic: req.synthetic,
         setup: domain.child_setup(),
     };
-    let outcome = launch::launch(&launch_cfg).map_err(TrialError::from).and_then(|mut running| {
-        domain.adopt(running.child.id() as i32);
-        let out = observe(req, &mut running, domain.as_mut(), bar, cancel);
-        running.stop(Duration::from_millis(500));
-        out.map_err(|e| match e {
-            TrialError::WorkloadExited { status, steps, .. } => {
-                let tail = running.stderr_tail(2000);
-                let tail = if tail.is_empty() { String::new() } else { format!("; its stderr ends with:\n{tail}") };
-                TrialError::WorkloadExited { status, steps, tail }
-            }
-            e => e,
-        })
-    });
+    let outcome = launch::launch(&launch_cfg)
+        .map_err(TrialError::from)
+        .and_then(|mut running| {
+            domain.adopt(running.child.id() as i32);
+            let out = observe(req, &mut running, domain.as_mut(), bar, cancel);
+            running.stop(Duration::from_millis(500));
+            out.map_err(|e| match e {
+                TrialError::WorkloadExited { status, steps, .. } => {
+                    let tail = running.stderr_tail(2000);
+                    let tail = if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; its stderr ends with:\n{tail}")
+                    };
+                    TrialError::WorkloadExited {
+                        status,
+                        steps,
+                        tail,
+                    }
+                }
+                e => e,
+            })
+        });
     let t1 = Instant::now();
     let destroyed = domain.destroy();
     let teardown_ms = t1.elapsed().as_secs_f64() * 1e3;
@@ -467,17 +507,25 @@ struct Tally {
 impl Tally {
     fn add(&mut self, ev: ProgressEvent) {
         match ev {
-            ProgressEvent::Step { at, samples, epoch, cache_hits, cache_misses } => {
+            ProgressEvent::Step {
+                at,
+                samples,
+                epoch,
+                cache_hits,
+                cache_misses,
+            } => {
                 let t = at.duration_since(self.start).as_secs_f64();
                 self.steps += 1;
                 self.est.push_step(t, samples, epoch);
                 if cache_hits.is_some() || cache_misses.is_some() {
-                    self.cache_steps.push((t, cache_hits.unwrap_or(0), cache_misses.unwrap_or(0)));
+                    self.cache_steps
+                        .push((t, cache_hits.unwrap_or(0), cache_misses.unwrap_or(0)));
                 }
             }
             ProgressEvent::Rate { at, samples_per_s } => {
                 self.steps += 1;
-                self.est.push_rate(at.duration_since(self.start).as_secs_f64(), samples_per_s);
+                self.est
+                    .push_rate(at.duration_since(self.start).as_secs_f64(), samples_per_s);
             }
             ProgressEvent::Malformed { .. } => self.malformed += 1,
         }
@@ -512,16 +560,17 @@ fn observe(
     cancel: &Cancel,
 ) -> Result<Observation, TrialError> {
     let (tx, rx) = mpsc::channel();
-    let source: Option<Box<dyn ProgressSource>> = match (running.progress.take(), &req.spec.progress) {
-        (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
-        (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
-            let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
-                InputError::field(&req.spec.origin, "progress.pattern", e.to_string())
-            })?;
-            Some(Box::new(RegexProgress::new(r, m)))
-        }
-        _ => None,
-    };
+    let source: Option<Box<dyn ProgressSource>> =
+        match (running.progress.take(), &req.spec.progress) {
+            (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
+            (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
+                let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
+                    InputError::field(&req.spec.origin, "progress.pattern", e.to_string())
+                })?;
+                Some(Box::new(RegexProgress::new(r, m)))
+            }
+            _ => None,
+        };
     let reader = source.map(|s| progress::spawn(s, tx));
 
     let start = running.started();
@@ -605,7 +654,13 @@ fn observe(
             break StopReason::NoProgress;
         }
     };
-    let Tally { est, steps, malformed, cache_steps, .. } = tally;
+    let Tally {
+        est,
+        steps,
+        malformed,
+        cache_steps,
+        ..
+    } = tally;
     let duration_s = start.elapsed().as_secs_f64();
     let final_stats = domain.stats();
     peaks.observe(&final_stats);
@@ -624,7 +679,14 @@ fn observe(
         })
     })?;
     let window_start = estimate.window_start_s;
-    let telemetry = summarize(&readings, window_start, duration_s, &peaks, &cache_steps, gpu.as_ref());
+    let telemetry = summarize(
+        &readings,
+        window_start,
+        duration_s,
+        &peaks,
+        &cache_steps,
+        gpu.as_ref(),
+    );
     Ok(Observation {
         estimate,
         stop_reason,
@@ -646,7 +708,10 @@ fn summarize(
 ) -> Telemetry {
     let last = readings.last().map(|r| r.1).unwrap_or_default();
     // The reading closest after the window start stands for the window's beginning.
-    let first = readings.iter().find(|(t, _)| *t >= window_start).or(readings.first());
+    let first = readings
+        .iter()
+        .find(|(t, _)| *t >= window_start)
+        .or(readings.first());
     let (cpu_cores_used, storage_rate) = match first {
         Some((t0, s0)) if end - t0 > 0.5 => {
             let dt = end - t0;
@@ -663,7 +728,10 @@ fn summarize(
         cache_steps
             .iter()
             .filter(|(t, _, _)| *t > window_start)
-            .fold(AppCache::default(), |acc, (_, h, m)| AppCache { hits: acc.hits + h, misses: acc.misses + m })
+            .fold(AppCache::default(), |acc, (_, h, m)| AppCache {
+                hits: acc.hits + h,
+                misses: acc.misses + m,
+            })
     });
     Telemetry {
         cpu_seconds: last.cpu_seconds,

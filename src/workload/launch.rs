@@ -66,7 +66,9 @@ impl Running {
         };
         let len = f.metadata().map(|m| m.len()).unwrap_or(0);
         let mut buf = Vec::new();
-        if f.seek(SeekFrom::Start(len.saturating_sub(max_bytes))).is_ok() {
+        if f.seek(SeekFrom::Start(len.saturating_sub(max_bytes)))
+            .is_ok()
+        {
             let _ = f.read_to_end(&mut buf);
         }
         String::from_utf8_lossy(&buf).trim().to_string()
@@ -108,13 +110,20 @@ fn kill_group(pid: u32, signal: i32) {
     }
 }
 
+/// A command's argv and its environment additions.
+pub type CommandLine = (Vec<String>, Vec<(String, String)>);
+
 /// Expands the spec's command and environment for this launch.
-pub fn command_line(cfg: &LaunchConfig) -> Result<(Vec<String>, Vec<(String, String)>), WorkloadError> {
+pub fn command_line(
+    cfg: &LaunchConfig,
+) -> Result<CommandLine, WorkloadError> {
     let spec = cfg.spec;
     let mut ph = Placeholders::base(spec);
     ph.values.insert(
         "dataset",
-        cfg.dataset.map(|d| d.display().to_string()).unwrap_or_default(),
+        cfg.dataset
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
     );
     ph.values.insert("cpus", cfg.cpus.to_string());
     ph.values.insert(
@@ -176,8 +185,11 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         cmd.stderr(Stdio::piped());
         None
     } else {
-        let f = tempfile::tempfile().map_err(|e| WorkloadError::io("creating a file for the workload's stderr", e))?;
-        let dup = f.try_clone().map_err(|e| WorkloadError::io("duplicating the stderr file", e))?;
+        let f = tempfile::tempfile()
+            .map_err(|e| WorkloadError::io("creating a file for the workload's stderr", e))?;
+        let dup = f
+            .try_clone()
+            .map_err(|e| WorkloadError::io("duplicating the stderr file", e))?;
         cmd.stderr(Stdio::from(dup));
         Some(f)
     };

@@ -28,7 +28,10 @@ pub fn synergy() -> Command {
 
 /// Runs `synergy` with `args`, returning its output.
 pub fn run(args: &[&str]) -> Output {
-    synergy().args(args).output().expect("the synergy binary runs")
+    synergy()
+        .args(args)
+        .output()
+        .expect("the synergy binary runs")
 }
 
 /// Runs `synergy measure ... --json`, asserting success; returns the parsed result.
@@ -61,7 +64,9 @@ pub fn cgroups_of(pid: u32) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![PathBuf::from("/sys/fs/cgroup")];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in entries.flatten() {
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 let p = e.path();
@@ -79,7 +84,9 @@ pub fn cgroups_of(pid: u32) -> Vec<PathBuf> {
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if pid == std::process::id() {
             continue;
         }
