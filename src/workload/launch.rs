@@ -114,9 +114,7 @@ fn kill_group(pid: u32, signal: i32) {
 pub type CommandLine = (Vec<String>, Vec<(String, String)>);
 
 /// Expands the spec's command and environment for this launch.
-pub fn command_line(
-    cfg: &LaunchConfig,
-) -> Result<CommandLine, WorkloadError> {
+pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
     let spec = cfg.spec;
     let mut ph = Placeholders::base(spec);
     ph.values.insert(
