@@ -245,3 +245,91 @@ impl Drop for AffinityDomain {
         let _ = self.destroy();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Bytes;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    fn budget(cpus: f64) -> Budget {
+        Budget {
+            cpus: Cores(cpus),
+            cpu_list: None,
+            mem_limit: None,
+            read_limit: None,
+        }
+    }
+
+    fn cpus_allowed(pid: u32) -> String {
+        fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn pins_a_child_tracks_it_and_kills_its_group() {
+        let available = cpus::own_affinity().expect("affinity");
+        let mut d = AffinityBackend::new()
+            .create("synergy-test-aff", &budget(0.5))
+            .expect("create");
+        // Half a core still needs a whole one here.
+        assert_eq!(d.cpu_list(), &available[..1]);
+        let setup = d.child_setup();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "yes > /dev/null & exec sleep 30"])
+            .stdout(Stdio::null())
+            .process_group(0);
+        // SAFETY: apply_in_child only makes async-signal-safe calls.
+        unsafe {
+            cmd.pre_exec(move || setup.apply_in_child());
+        }
+        let mut child = cmd.spawn().expect("spawn");
+        d.adopt(child.id() as i32);
+        assert_eq!(cpus_allowed(child.id()), available[0].to_string());
+        std::thread::sleep(Duration::from_millis(600));
+        let pids = d.pids();
+        assert!(
+            pids.len() >= 2,
+            "the shell and its spinning child: {pids:?}"
+        );
+        let s = d.stats();
+        assert!(s.cpu_seconds > 0.1, "cpu of the tree: {}", s.cpu_seconds);
+        assert!(s.page_cache_bytes.is_none());
+        if available.len() >= 2 {
+            let mut b = budget(1.0);
+            b.cpu_list = Some(vec![available[1]]);
+            d.update(&b).expect("update");
+            assert_eq!(cpus_allowed(child.id()), available[1].to_string());
+        }
+        d.destroy().expect("destroy");
+        assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+        assert!(
+            d.stats().cpu_seconds > 0.1,
+            "the last reading survives reaping"
+        );
+        d.destroy().expect("idempotent");
+    }
+
+    #[test]
+    fn refuses_limits_it_cannot_enforce() {
+        let mut b = budget(1.0);
+        b.mem_limit = Some(Bytes(1 << 30));
+        let err = AffinityBackend::new()
+            .create("synergy-test-aff-mem", &b)
+            .err()
+            .expect("memory limit refused");
+        assert!(matches!(err, IsolateError::Budget(_)));
+        assert!(err.to_string().contains("needs cgroups"), "{err}");
+        assert_eq!(AffinityBackend::granted_cores(&budget(1.25)), Cores(2.0));
+        let n = cpus::own_affinity().expect("affinity").len();
+        assert!(AffinityBackend::new()
+            .create("synergy-test-aff-big", &budget(n as f64 + 1.0))
+            .is_err());
+    }
+}

@@ -135,12 +135,16 @@ impl CgroupBackend {
     /// The best cgroup backend on this host: v2 on a pure cgroup2 host with the controllers delegated to
     /// us, else v1 where its controllers are mounted and writable.
     pub fn detect() -> Result<Self, IsolateError> {
+        let reason = |e: IsolateError| match e {
+            IsolateError::Unavailable { reason, .. } => reason,
+            other => other.to_string(),
+        };
         match Self::new_v2() {
             Ok(b) => Ok(b),
             Err(e2) => Self::new_v1().map_err(|e1| {
                 unavailable(
                     IsolationKind::CgroupV1,
-                    format!("{e1}; and {e2}").replace("isolation is not available: ", ""),
+                    format!("v1: {}; v2: {}", reason(e1), reason(e2)),
                 )
             }),
         }
@@ -682,10 +686,13 @@ impl CgroupDomain {
                 return Ok(());
             }
             if start.elapsed() > KILL_TIMEOUT {
-                return Err(IsolateError::Budget(format!(
-                    "tasks {left:?} did not leave cgroup {} within {KILL_TIMEOUT:?} of SIGKILL",
-                    self.cg.path()
-                )));
+                return Err(io_err(
+                    format!("killing the tasks of cgroup {}", self.cg.path()),
+                    std::io::Error::new(
+                        ErrorKind::TimedOut,
+                        format!("tasks {left:?} still there {KILL_TIMEOUT:?} after SIGKILL"),
+                    ),
+                ));
             }
             for pid in left {
                 let _ = nix::sys::signal::kill(
@@ -733,7 +740,13 @@ impl Domain for CgroupDomain {
 
     fn child_setup(&self) -> ChildSetup {
         ChildSetup {
-            procs_fds: self.procs.iter().map(|f| f.as_raw_fd()).collect(),
+            // After destroy, an invalid descriptor makes the child's write (and so the spawn) fail
+            // rather than let the workload run unconstrained.
+            procs_fds: if self.destroyed || self.procs.is_empty() {
+                vec![-1]
+            } else {
+                self.procs.iter().map(|f| f.as_raw_fd()).collect()
+            },
             affinity: self.pin_with_affinity.then(|| self.cores.clone()),
         }
     }
@@ -1226,6 +1239,33 @@ mod tests {
             "{err}"
         );
         assert!(!b.handle(&name).exists());
+    }
+
+    #[test]
+    fn failed_setup_leaves_nothing_and_destroyed_domains_admit_nobody() {
+        let Some(b) = backend() else { return };
+        let name = unique("bad");
+        let mut bud = budget(1.0);
+        // /dev/null's numbers: not a block device, so the throttle write fails half-way through setup.
+        bud.read_limit = Some((BlockDevice { major: 1, minor: 3 }, BytesPerSec(1e6)));
+        let err = b.create_domain(&name, &bud).expect_err("bad device");
+        eprintln!("bad throttle device: {err}");
+        assert!(!b.handle(&name).exists(), "half-made cgroup left behind");
+
+        let mut d = b
+            .create_domain(&unique("late"), &budget(1.0))
+            .expect("create");
+        d.destroy().expect("destroy");
+        let setup = d.child_setup();
+        let mut cmd = Command::new("true");
+        // SAFETY: apply_in_child only makes async-signal-safe calls.
+        unsafe {
+            cmd.pre_exec(move || setup.apply_in_child());
+        }
+        assert!(
+            cmd.spawn().is_err(),
+            "a destroyed domain must not run a child"
+        );
     }
 
     #[test]

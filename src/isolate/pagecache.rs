@@ -171,3 +171,40 @@ where
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn evict_prewarm_residency_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut paths = Vec::new();
+        for (i, size) in [(0, 3 << 20), (1, 5 << 20), (2, 12_345)] {
+            let p = dir.path().join(format!("f{i}"));
+            let mut f = File::create(&p).expect("create");
+            f.write_all(&vec![i as u8 + 1; size]).expect("write");
+            paths.push(p);
+        }
+        let empty = dir.path().join("empty");
+        File::create(&empty).expect("create");
+        paths.push(empty);
+        let total = (3 << 20) + (5 << 20) + 12_345;
+
+        evict(&paths).expect("evict");
+        let cold = residency(&paths).expect("residency");
+        assert_eq!(cold.total_bytes, total);
+        assert!(cold.fraction() < 0.05, "after evict: {cold:?}");
+
+        assert_eq!(prewarm(&paths).expect("prewarm"), total);
+        let warm = residency(&paths).expect("residency");
+        assert!(warm.fraction() > 0.95, "after prewarm: {warm:?}");
+        assert!(warm.resident_bytes <= total);
+
+        evict(paths.iter().map(PathBuf::as_path)).expect("evict again");
+        assert!(residency(&paths).expect("residency").fraction() < 0.05);
+        assert!(evict([dir.path().join("missing")]).is_err());
+        assert_eq!(Residency::default().fraction(), 1.0);
+    }
+}
