@@ -4,7 +4,7 @@
 //! v2 directory), so a supervisor started inside a limited or delegated cgroup never escapes it and the
 //! domain's usage is charged to the supervisor's own budget too.
 //!
-//! Lifecycle: [`CgroupBackend::create`] makes the directories, writes the limits and pre-opens every
+//! Lifecycle: [`CgroupBackend::create_domain`] makes the directories, writes the limits and pre-opens every
 //! `cgroup.procs`; the launcher's `pre_exec` writes `0` into those descriptors so the workload is inside
 //! before its first instruction. [`CgroupDomain::destroy`] (also run on drop) freezes, kills, waits for the
 //! tasks to go and removes the directories. [`cleanup_stale`] removes what a crashed run left behind.
@@ -516,6 +516,25 @@ fn keyed(text: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// Bytes read over every device in v1 `blkio.throttle.io_service_bytes`: lines are `MAJ:MIN Read N`,
+/// `MAJ:MIN Write N`, ..., and a final `Total N` over every operation (which must not be counted).
+fn v1_read_bytes(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[1] == "Read").then(|| f[2].parse::<u64>().ok())?
+        })
+        .sum()
+}
+
+/// Bytes read over every device in v2 `io.stat`: lines are `MAJ:MIN rbytes=N wbytes=N rios=N ...`.
+fn v2_read_bytes(text: &str) -> u64 {
+    text.split_whitespace()
+        .filter_map(|kv| kv.strip_prefix("rbytes="))
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
+}
+
 impl CgroupDomain {
     /// Every directory of this cgroup (one per v1 hierarchy, one on v2); empty ones after `destroy`
     /// are gone from the filesystem.
@@ -763,12 +782,9 @@ impl Domain for CgroupDomain {
                 .as_deref()
                 .and_then(|t| keyed(t, "usage_usec"))
                 .map_or(0.0, |us| us as f64 / 1e6);
-            s.storage_read_bytes = fs::read_to_string(dir.join("io.stat")).ok().map(|t| {
-                t.split_whitespace()
-                    .filter_map(|kv| kv.strip_prefix("rbytes="))
-                    .filter_map(|v| v.parse::<u64>().ok())
-                    .sum()
-            });
+            s.storage_read_bytes = fs::read_to_string(dir.join("io.stat"))
+                .ok()
+                .map(|t| v2_read_bytes(&t));
             let mem = fs::read_to_string(dir.join("memory.stat")).ok();
             s.page_cache_bytes = mem.as_deref().and_then(|t| keyed(t, "file"));
             s.memory_bytes = read_trim(&dir.join("memory.current")).and_then(|v| v.parse().ok());
@@ -779,18 +795,10 @@ impl Domain for CgroupDomain {
                 .and_then(|v| v.parse::<u64>().ok())
                 .map_or(0.0, |ns| ns as f64 / 1e9);
             s.storage_read_bytes = self.dir_of::<BlkIoController>().and_then(|d| {
-                let text = fs::read_to_string(d.join("blkio.throttle.io_service_bytes_recursive"))
+                fs::read_to_string(d.join("blkio.throttle.io_service_bytes_recursive"))
                     .or_else(|_| fs::read_to_string(d.join("blkio.throttle.io_service_bytes")))
-                    .ok()?;
-                // Lines are `MAJ:MIN Read N`, ..., and a final `Total N` over every operation.
-                Some(
-                    text.lines()
-                        .filter_map(|l| {
-                            let f: Vec<&str> = l.split_whitespace().collect();
-                            (f.len() == 3 && f[1] == "Read").then(|| f[2].parse::<u64>().ok())?
-                        })
-                        .sum(),
-                )
+                    .ok()
+                    .map(|t| v1_read_bytes(&t))
             });
             if let Some(d) = self.dir_of::<MemController>() {
                 let stat = fs::read_to_string(d.join("memory.stat")).ok();
@@ -877,6 +885,11 @@ impl Drop for CgroupDomain {
 /// or the v2 one) whose tasks are all gone, such as those of a crashed run. Cgroups that still hold tasks
 /// are left alone: they may belong to a live run. Returns how many distinct cgroup names were removed
 /// (in at least one hierarchy). An empty prefix removes nothing.
+///
+/// A live run's domain is also empty between its creation and its child's start, so pass a prefix that
+/// only dead runs use: with names `synergy-<pid>-<n>`, `synergy-<pid>-` for a pid that no longer runs
+/// (crash recovery), or this run's own `synergy-<pid>-` before it creates any domain. Typical use: at
+/// start-up, for each `synergy-<pid>-*` cgroup whose pid is gone.
 pub fn cleanup_stale(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
@@ -928,8 +941,8 @@ pub fn cleanup_stale(prefix: &str) -> usize {
             if busy {
                 continue;
             }
-            // Our own live domains are never empty-and-named-alike for long; but a just-created one is
-            // empty too, so only the caller knows what is stale: it passes a prefix no live domain uses.
+            // An empty cgroup may also be a live run's domain whose child has not started yet; telling
+            // the two apart is the caller's job (see the prefix advice in the doc comment).
             if remove_cgroup_dir(&path).is_ok() {
                 removed.insert(name);
             }
@@ -1290,6 +1303,18 @@ mod tests {
             assert!(Path::new(&sys).exists());
             assert!(!Path::new(&sys).join("partition").exists());
         }
+    }
+
+    #[test]
+    fn stat_files_parse() {
+        let v1 = "254:0 Read 4096\n254:0 Write 10\n254:0 Total 4106\n7:0 Read 6\nTotal 4112\n";
+        assert_eq!(v1_read_bytes(v1), 4102);
+        let v2 =
+            "254:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n7:0 rbytes=4 wbytes=1\n";
+        assert_eq!(v2_read_bytes(v2), 4100);
+        let mem = "anon 10\nfile 300\nfile_mapped 7\n";
+        assert_eq!(keyed(mem, "file"), Some(300));
+        assert_eq!(keyed(mem, "total_cache"), None);
     }
 
     #[test]
