@@ -299,7 +299,8 @@ mod tests {
             "the shell and its spinning child: {pids:?}"
         );
         let s = d.stats();
-        assert!(s.cpu_seconds > 0.1, "cpu of the tree: {}", s.cpu_seconds);
+        // Only that the spinning grandchild is counted: a busy host may leave it little CPU.
+        assert!(s.cpu_seconds >= 0.02, "cpu of the tree: {}", s.cpu_seconds);
         assert!(s.page_cache_bytes.is_none());
         if available.len() >= 2 {
             let mut b = budget(1.0);
