@@ -99,7 +99,5 @@ pub fn generate(
     seed: u64,
 ) -> Result<DatasetManifest, super::WorkloadError> {
     let _ = (kind, dir, size, seed);
-    Err(super::WorkloadError::Other(
-        "dataset generation: not yet written".into(),
-    ))
+    Err(super::WorkloadError::Other("dataset generation: not yet written".into()))
 }
