@@ -6,6 +6,7 @@
 
 pub mod affinity;
 pub mod cgroup;
+mod cpus;
 pub mod pagecache;
 
 use crate::units::{Bytes, BytesPerSec, Cores};
@@ -156,15 +157,16 @@ pub trait Domain: Send {
     fn cpu_list(&self) -> &[usize];
     /// What a forked child must do before exec to enter the domain.
     fn child_setup(&self) -> ChildSetup;
+    /// Tells the domain the pid of the workload it holds (a process-group leader), once spawned.
+    /// Backends that cannot list their tasks (affinity) track the workload's process tree from it;
+    /// cgroup backends find their tasks themselves and ignore it.
+    fn adopt(&mut self, pid: i32) {
+        let _ = pid;
+    }
     /// Resource use so far.
     fn stats(&self) -> DomainStats;
     /// Process ids currently inside the domain (empty for backends that cannot enumerate them).
     fn pids(&self) -> Vec<i32>;
-    /// Tells the domain the pid of the workload it holds, for backends that track processes rather than
-    /// groups (affinity). Cgroup backends already know their tasks.
-    fn adopt(&mut self, pid: i32) {
-        let _ = pid;
-    }
     /// Changes the budget in place, for tasks already running.
     fn update(&mut self, budget: &Budget) -> Result<(), IsolateError>;
     /// Kills every task left in the domain and removes it. Idempotent; also run on drop.

@@ -431,11 +431,18 @@ pub fn run_trial(
         synthetic: req.synthetic,
         setup: domain.child_setup(),
     };
+    let mut teardown_ms = 0.0;
+    let mut destroyed = Ok(());
     let outcome = launch::launch(&launch_cfg)
         .map_err(TrialError::from)
         .and_then(|mut running| {
             domain.adopt(running.child.id() as i32);
             let out = observe(req, &mut running, domain.as_mut(), bar, cancel);
+            // The domain kills what it holds before the workload is reaped, so no process id it
+            // signals can have been reused.
+            let t1 = Instant::now();
+            destroyed = domain.destroy();
+            teardown_ms = t1.elapsed().as_secs_f64() * 1e3;
             running.stop(Duration::from_millis(500));
             out.map_err(|e| match e {
                 TrialError::WorkloadExited { status, steps, .. } => {
@@ -454,9 +461,10 @@ pub fn run_trial(
                 e => e,
             })
         });
-    let t1 = Instant::now();
-    let destroyed = domain.destroy();
-    let teardown_ms = t1.elapsed().as_secs_f64() * 1e3;
+    if outcome.is_err() {
+        // Launch failed: nothing ran in the domain, but it must still go.
+        destroyed = destroyed.and(domain.destroy());
+    }
     let obs = outcome?;
     destroyed?;
     bar.finish_and_clear();
@@ -627,7 +635,7 @@ fn observe(
         if tally.est.converged().is_some() {
             break StopReason::Converged;
         }
-        if let Ok(Some(status)) = running.child.try_wait() {
+        if let Some(status) = running.poll_exit() {
             // The reader finishes once the pipe's last writer is gone; take everything it read.
             if let Some(handle) = reader.as_ref() {
                 let deadline = Instant::now() + Duration::from_millis(500);

@@ -51,6 +51,7 @@ pub struct Running {
     pub progress: Option<ProgressStream>,
     stderr_file: Option<File>,
     started: Instant,
+    status: Option<std::process::ExitStatus>,
 }
 
 impl Running {
@@ -74,32 +75,54 @@ impl Running {
         String::from_utf8_lossy(&buf).trim().to_string()
     }
 
+    /// The workload's exit status once it has exited; then also kills what is left of its process group.
+    /// Checks without reaping first, so the group id cannot have been reused when it is signalled.
+    pub fn poll_exit(&mut self) -> Option<std::process::ExitStatus> {
+        if let Some(s) = self.status {
+            return Some(s);
+        }
+        if !self.exited_unreaped() {
+            return None;
+        }
+        kill_group(self.child.id(), libc::SIGKILL);
+        self.status = self.child.wait().ok();
+        self.status
+    }
+
+    fn exited_unreaped(&self) -> bool {
+        // SAFETY: waitid with WNOWAIT only inspects our own child; siginfo is plain data.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(
+                libc::P_PID,
+                self.child.id() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            r == 0 && info.si_pid() != 0
+        }
+    }
+
     /// Stops the workload and every process in its group: SIGTERM, then SIGKILL after `grace`; reaps it.
     /// Returns its exit status.
     pub fn stop(&mut self, grace: Duration) -> Option<std::process::ExitStatus> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            kill_group(self.child.id(), libc::SIGKILL);
-            return Some(status);
+        if self.status.is_some() {
+            return self.status;
         }
         kill_group(self.child.id(), libc::SIGTERM);
         let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                kill_group(self.child.id(), libc::SIGKILL);
-                return Some(status);
-            }
+        while Instant::now() < deadline && !self.exited_unreaped() {
             std::thread::sleep(Duration::from_millis(10));
         }
         kill_group(self.child.id(), libc::SIGKILL);
-        self.child.wait().ok()
+        self.status = self.child.wait().ok();
+        self.status
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.stop(Duration::from_millis(200));
-        }
+        self.stop(Duration::from_millis(200));
     }
 }
 
@@ -248,5 +271,6 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         progress,
         stderr_file,
         started: Instant::now(),
+        status: None,
     })
 }
