@@ -159,29 +159,49 @@ impl Placeholders {
     }
 
     /// Substitutes every `{name}` in `text`; `field` names where the text came from, for errors.
+    ///
+    /// Only `{identifier}` is a placeholder, so JSON and shell braces pass through (`{"samples": 1}`,
+    /// `${HOME}`);
+    /// `{{` and `}}` write a literal brace where an identifier would otherwise be taken for one.
     pub fn expand(&self, text: &str, origin: &str, field: &str) -> Result<String, InputError> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
-        while let Some(open) = rest.find('{') {
+        while let Some(open) = rest.find(['{', '}']) {
             out.push_str(&rest[..open]);
-            let after = &rest[open + 1..];
-            let close = after.find('}').ok_or_else(|| {
-                InputError::field(origin, field, format!("unclosed `{{` in `{text}`"))
-            })?;
-            let name = &after[..close];
+            let tail = &rest[open..];
+            if tail.starts_with("{{") || tail.starts_with("}}") {
+                out.push_str(&tail[..1]);
+                rest = &tail[2..];
+                continue;
+            }
+            if tail.starts_with('}') {
+                out.push('}');
+                rest = &tail[1..];
+                continue;
+            }
+            let name_len = tail[1..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len() - 1);
+            let name = &tail[1..1 + name_len];
+            let shell_variable = out.ends_with('$');
+            if shell_variable || name.is_empty() || !tail[1 + name_len..].starts_with('}') {
+                out.push('{');
+                rest = &tail[1..];
+                continue;
+            }
             let value = self.values.get(name).ok_or_else(|| {
                 let known: Vec<_> = self.values.keys().map(|k| format!("{{{k}}}")).collect();
                 InputError::field(
                     origin,
                     field,
                     format!(
-                        "unknown placeholder `{{{name}}}`; known: {}",
+                        "unknown placeholder `{{{name}}}`; known: {} (write `{{{{` for a literal brace)",
                         known.join(", ")
                     ),
                 )
             })?;
             out.push_str(value);
-            rest = &after[close + 1..];
+            rest = &tail[name_len + 2..];
         }
         out.push_str(rest);
         Ok(out)
@@ -366,6 +386,21 @@ mod tests {
         let text = "name='x'\ncommand=['run', '{nope}']\nbatch_size=1\nfootprint='1MiB'\n";
         let err = WorkloadSpec::parse(text, "x.toml", Path::new(".")).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("command[1]"));
+    }
+
+    #[test]
+    fn only_identifiers_in_braces_are_placeholders() {
+        let mut ph = Placeholders::default();
+        ph.values.insert("cpus", "2".into());
+        let e = |t: &str| ph.expand(t, "o", "f");
+        assert_eq!(e("n={cpus}").unwrap(), "n=2");
+        assert_eq!(
+            e(r#"echo '{"samples": 1}'"#).unwrap(),
+            r#"echo '{"samples": 1}'"#
+        );
+        assert_eq!(e("{{cpus}} {cpus}").unwrap(), "{cpus} 2");
+        assert_eq!(e("${HOME} {").unwrap(), "${HOME} {");
+        assert!(e("{cpu}").is_err());
     }
 
     #[test]
