@@ -53,5 +53,7 @@ pub struct RunArgs {
 /// Runs a built-in workload until its step or time limit, or until killed.
 pub fn run(args: &RunArgs) -> Result<(), super::WorkloadError> {
     let _ = args;
-    Err(super::WorkloadError::Other("built-in workloads: not yet written".into()))
+    Err(super::WorkloadError::Other(
+        "built-in workloads: not yet written".into(),
+    ))
 }
