@@ -12,11 +12,7 @@ pub const EXIT_INPUT: i32 = 2;
 pub const EXIT_FAILURE: i32 = 1;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "synergy",
-    version,
-    about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity"
-)]
+#[command(name = "synergy", version, about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,9 +31,7 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum DatasetCmd {
     /// Generate a deterministic dataset.
-    #[command(
-        after_help = "Examples:\n  synergy dataset gen --kind image --size 256MiB data/image\n  synergy dataset gen --kind text --size 64MiB --seed 7 data/text"
-    )]
+    #[command(after_help = "Examples:\n  synergy dataset gen --kind image --size 256MiB data/image\n  synergy dataset gen --kind text --size 64MiB --seed 7 data/text")]
     Gen {
         /// Kind of data.
         #[arg(long, value_enum)]
@@ -59,9 +53,7 @@ enum DatasetCmd {
 #[derive(Debug, Subcommand)]
 enum WorkloadCmd {
     /// Run a built-in pipeline under the launch contract (SYNERGY_CPUS, SYNERGY_CACHE_BYTES, ...).
-    #[command(
-        after_help = "Example:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50"
-    )]
+    #[command(after_help = "Example:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50")]
     Run(builtin::RunArgs),
 }
 
@@ -78,10 +70,7 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
-            if err
-                .chain()
-                .any(|c| c.downcast_ref::<InputError>().is_some())
-            {
+            if err.chain().any(|c| c.downcast_ref::<InputError>().is_some()) {
                 EXIT_INPUT
             } else {
                 EXIT_FAILURE

@@ -230,7 +230,7 @@ fn generate_files<F>(
 where
     F: Fn(usize) -> Result<(String, Vec<u8>), WorkloadError> + Sync,
 {
-    let mut files: Vec<(usize, String, u64)> = Vec::new();
+    let mut files: Generated = Vec::new();
     loop {
         let total: u64 = files.iter().map(|f| f.2).sum();
         if total >= size_bytes {
@@ -272,6 +272,9 @@ where
         .collect())
 }
 
+/// Generated files: `(index, relative path, bytes)`.
+type Generated = Vec<(usize, String, u64)>;
+
 /// Generates files `start..start+n` on all cores and writes them; returns `(index, relative path, bytes)`
 /// in index order.
 fn generate_range<F>(
@@ -279,7 +282,7 @@ fn generate_range<F>(
     start: usize,
     n: usize,
     make: &F,
-) -> Result<Vec<(usize, String, u64)>, WorkloadError>
+) -> Result<Generated, WorkloadError>
 where
     F: Fn(usize) -> Result<(String, Vec<u8>), WorkloadError> + Sync,
 {
@@ -289,7 +292,7 @@ where
         .min(n.max(1));
     let next = AtomicUsize::new(start);
     let end = start + n;
-    let results: Vec<Result<Vec<(usize, String, u64)>, WorkloadError>> = std::thread::scope(|s| {
+    let results: Vec<Result<Generated, WorkloadError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
@@ -447,9 +450,9 @@ fn image_file_with(
         .collect();
     let mut pixels = vec![0u8; wu * hu * 3];
     let mut prev = 0f32;
-    for y in 0..hu {
-        for x in 0..wu {
-            let strength = noise * (0.15 + 0.85 * mx[x] * my[y]);
+    for (y, &texture_y) in my.iter().enumerate() {
+        for (x, &texture_x) in mx.iter().enumerate() {
+            let strength = noise * (0.15 + 0.85 * texture_x * texture_y);
             let r = rng.next_u32();
             // Mostly luminance texture, slightly correlated with its left neighbour (less harsh than
             // white noise), plus a little chroma noise.
@@ -580,4 +583,89 @@ fn text_shard(seed: u64, index: usize, bytes: u64) -> Vec<u8> {
         out.extend_from_slice(&(rank as u16).to_le_bytes());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        scan(dir)
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|(p, _)| {
+                let b = std::fs::read(&p).unwrap();
+                (p.strip_prefix(dir).unwrap().to_path_buf(), b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_bytes() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (kind, size) in [
+            (DatasetKind::Audio, 400_000),
+            (DatasetKind::Text, 100_000),
+            (DatasetKind::Image, 250_000),
+        ] {
+            let a = tmp.path().join(format!("{kind}-a"));
+            let b = tmp.path().join(format!("{kind}-b"));
+            let c = tmp.path().join(format!("{kind}-c"));
+            let ma = generate(kind, &a, Bytes(size), 7).unwrap();
+            let mb = generate(kind, &b, Bytes(size), 7).unwrap();
+            generate(kind, &c, Bytes(size), 8).unwrap();
+            assert_eq!(ma, mb);
+            assert_eq!(read_manifest(&a), Some(ma.clone()));
+            assert!(ma.total_bytes.0 >= size);
+            assert_eq!(bytes_of(&a), bytes_of(&b), "{kind}");
+            assert_ne!(bytes_of(&a), bytes_of(&c), "{kind}");
+        }
+    }
+
+    #[test]
+    fn images_average_about_110_kb() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("img");
+        let m = generate(DatasetKind::Image, &dir, Bytes(2_500_000), 1).unwrap();
+        assert!(m.files >= 15, "{m:?}");
+        assert!(
+            (90e3..130e3).contains(&m.mean_file_bytes),
+            "mean {} bytes",
+            m.mean_file_bytes
+        );
+        assert!(dir.join("n0000/img_00000.jpg").is_file());
+        assert!(dir.join("n0009/img_00009.jpg").is_file());
+    }
+
+    #[test]
+    fn text_shards_are_4_mib_but_the_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("txt");
+        let m = generate(DatasetKind::Text, &dir, Bytes(9 << 20), 1).unwrap();
+        let sizes: Vec<u64> = scan(&dir).unwrap().files.iter().map(|f| f.1).collect();
+        assert_eq!(sizes, vec![4 << 20, 4 << 20, 1 << 20]);
+        assert_eq!(m.total_bytes, Bytes(9 << 20));
+        // Zipf: the most common token is far more frequent than a mid-rank one.
+        let shard = std::fs::read(dir.join("shard_00002.bin")).unwrap();
+        let count = |t: u16| {
+            shard
+                .chunks_exact(2)
+                .filter(|p| u16::from_le_bytes([p[0], p[1]]) == t)
+                .count()
+        };
+        assert!(count(0) > 20 * count(1000).max(1));
+    }
+
+    #[test]
+    fn an_existing_directory_is_refused_and_nothing_is_left_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("taken");
+        std::fs::create_dir(&dir).unwrap();
+        let err = generate(DatasetKind::Text, &dir, Bytes(1000), 1).unwrap_err();
+        assert!(matches!(err, WorkloadError::Input(_)));
+        assert!(err.to_string().contains("taken"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+    }
 }

@@ -264,11 +264,7 @@ impl WorkloadSpec {
         }
         if let ProgressSpec::Regex { pattern, scale, .. } = &self.progress {
             let re = regex::Regex::new(pattern).map_err(|e| {
-                InputError::field(
-                    o,
-                    "progress.pattern",
-                    format!("not a regular expression: {e}"),
-                )
+                InputError::field(o, "progress.pattern", format!("not a regular expression: {e}"))
             })?;
             let groups: Vec<_> = re.capture_names().flatten().collect();
             if !groups

@@ -73,9 +73,7 @@ impl Default for AudioWorker {
         let scratch = vec![Complex::default(); fft.get_inplace_scratch_len()];
         // The periodic Hann window, as torch.hann_window uses.
         let window = (0..FRAME_SAMPLES)
-            .map(|i| {
-                0.5 - 0.5 * (std::f32::consts::TAU * i as f32 / FRAME_SAMPLES as f32).cos()
-            })
+            .map(|i| 0.5 - 0.5 * (std::f32::consts::TAU * i as f32 / FRAME_SAMPLES as f32).cos())
             .collect();
         AudioWorker {
             fft,

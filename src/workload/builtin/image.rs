@@ -161,7 +161,10 @@ mod tests {
             for _ in 0..200 {
                 let c = random_resized_crop(w, h, &mut rng);
                 assert!(c.width >= 1 && c.height >= 1);
-                assert!(c.left + c.width <= w && c.top + c.height <= h, "{c:?} in {w}x{h}");
+                assert!(
+                    c.left + c.width <= w && c.top + c.height <= h,
+                    "{c:?} in {w}x{h}"
+                );
             }
         }
     }
@@ -170,7 +173,12 @@ mod tests {
     fn a_flat_grey_image_normalizes_to_the_expected_constant() {
         let mut img = Vec::new();
         image::codecs::jpeg::JpegEncoder::new_with_quality(&mut img, 100)
-            .encode(&[128u8; 40 * 30 * 3], 40, 30, image::ExtendedColorType::Rgb8)
+            .encode(
+                &[128u8; 40 * 30 * 3],
+                40,
+                30,
+                image::ExtendedColorType::Rgb8,
+            )
             .unwrap();
         let mut worker = ImageWorker::default();
         let mut out = vec![0f32; FLOATS_PER_SAMPLE];

@@ -99,8 +99,8 @@ impl RunConfig {
             }
             _ => None,
         };
-        let synthetic = std::env::var(env::SYNTHETIC)
-            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        let synthetic =
+            std::env::var(env::SYNTHETIC).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
         Ok(RunConfig {
             workers,
             cache_bytes,
@@ -192,15 +192,16 @@ fn progress_from_env() -> Result<Option<File>, WorkloadError> {
     let Ok(v) = std::env::var(env::PROGRESS_FD) else {
         return Ok(None);
     };
-    let fd: RawFd = v
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&fd| fd >= 0)
-        .ok_or_else(|| InputError::new(env::PROGRESS_FD, format!("`{v}` is not a file descriptor")))?;
+    let fd: RawFd = v.trim().parse().ok().filter(|&fd| fd >= 0).ok_or_else(|| {
+        InputError::new(env::PROGRESS_FD, format!("`{v}` is not a file descriptor"))
+    })?;
     // SAFETY: F_GETFD only queries the descriptor's flags.
     if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-        return Err(InputError::new(env::PROGRESS_FD, format!("{fd} is not an open file descriptor")).into());
+        return Err(InputError::new(
+            env::PROGRESS_FD,
+            format!("{fd} is not an open file descriptor"),
+        )
+        .into());
     }
     // SAFETY: the launcher passed this descriptor for our exclusive use and nothing else in this
     // process refers to it; the File owns it from here on and closes it once, at exit.

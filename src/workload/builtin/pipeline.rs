@@ -350,3 +350,188 @@ fn sample_rng(seed: u64, epoch: u64, item: usize) -> ChaCha8Rng {
     rng.set_stream((epoch << 32) ^ item as u64);
     rng
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Bytes;
+    use crate::workload::dataset::{generate, DatasetKind};
+    use std::path::{Path, PathBuf};
+
+    fn args(pipeline: Pipeline, dataset: &Path, batch_size: u32, gpu_rate: f64) -> RunArgs {
+        RunArgs {
+            pipeline,
+            dataset: dataset.to_path_buf(),
+            batch_size,
+            gpu_rate,
+            max_steps: None,
+            max_seconds: Some(20.0),
+            seed: 0,
+            prefetch: 2,
+            seq_len: 63,
+            cache_bytes: None,
+        }
+    }
+
+    fn cfg(workers: usize, cache_bytes: Option<u64>) -> RunConfig {
+        RunConfig {
+            workers,
+            cache_bytes,
+            synthetic: false,
+        }
+    }
+
+    /// Runs and returns the summary and the parsed progress lines.
+    fn run_capture(
+        args: &RunArgs,
+        cfg: &RunConfig,
+    ) -> Result<(Summary, Vec<serde_json::Value>), WorkloadError> {
+        let mut out: Vec<u8> = Vec::new();
+        let stop = AtomicBool::new(false);
+        let summary = run_with(args, cfg, Some(&mut out), &stop)?;
+        let lines = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        Ok((summary, lines))
+    }
+
+    fn dataset(kind: DatasetKind, bytes: u64) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ds");
+        generate(kind, &dir, Bytes(bytes), 3).unwrap();
+        (tmp, dir)
+    }
+
+    #[test]
+    fn each_step_writes_one_progress_line() {
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 16, 20_000.0);
+        a.max_steps = Some(25);
+        let (summary, lines) = run_capture(&a, &cfg(2, None)).unwrap();
+        assert_eq!(summary.steps, 25);
+        assert_eq!(summary.samples, 25 * 16);
+        assert_eq!(lines.len(), 25);
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(l["samples"], 16);
+            assert_eq!(l["step"], i);
+            assert_eq!(l["cache_hits"], 0);
+            assert_eq!(l["cache_misses"], 0);
+            assert!(l["t"].as_f64().unwrap() > 0.0);
+        }
+    }
+
+    #[test]
+    fn audio_and_image_pipelines_run() {
+        let (_tmp, dir) = dataset(DatasetKind::Audio, 300_000);
+        let mut a = args(Pipeline::Audio, &dir, 2, 10_000.0);
+        a.max_steps = Some(3);
+        let (summary, lines) = run_capture(&a, &cfg(2, None)).unwrap();
+        assert_eq!((summary.steps, lines.len()), (3, 3));
+
+        let (_tmp, dir) = dataset(DatasetKind::Image, 200_000);
+        let mut a = args(Pipeline::Image, &dir, 2, 10_000.0);
+        a.max_steps = Some(2);
+        let (summary, lines) = run_capture(&a, &cfg(1, None)).unwrap();
+        assert_eq!((summary.steps, lines.len()), (2, 2));
+    }
+
+    #[test]
+    fn the_app_cache_hit_ratio_after_the_first_epoch_is_cache_over_dataset() {
+        // 64 KiB of shards in 128-byte sequences: 512 items, 16 steps of 32 per epoch.
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 32, 50_000.0);
+        a.max_steps = Some(48);
+        let (summary, lines) = run_capture(&a, &cfg(2, Some(32 << 10))).unwrap();
+        assert_eq!(summary.dataset_bytes, 64 << 10);
+        assert_eq!(summary.cache_used_bytes, 32 << 10);
+        let (mut hits, mut lookups) = (0, 0);
+        for l in lines.iter().filter(|l| l["epoch"].as_u64().unwrap() >= 1) {
+            hits += l["cache_hits"].as_u64().unwrap();
+            lookups += l["cache_hits"].as_u64().unwrap() + l["cache_misses"].as_u64().unwrap();
+        }
+        let h = hits as f64 / lookups as f64;
+        assert!((0.4..=0.6).contains(&h), "hit ratio {h}");
+        let first: u64 = lines
+            .iter()
+            .filter(|l| l["epoch"] == 0)
+            .map(|l| l["cache_hits"].as_u64().unwrap())
+            .sum();
+        assert_eq!(first, 0, "the first epoch reads everything once");
+    }
+
+    #[test]
+    fn variable_size_files_are_cached_in_proportion_too() {
+        let (_tmp, dir) = dataset(DatasetKind::Audio, 1_200_000);
+        let items = Items::open(&dir, Pipeline::Audio, 0).unwrap();
+        let n = items.len() as u32;
+        let mut a = args(Pipeline::Audio, &dir, 1, 100_000.0);
+        a.max_steps = Some(3 * n as u64);
+        let budget = items.total_bytes() / 2;
+        let (summary, lines) = run_capture(&a, &cfg(2, Some(budget))).unwrap();
+        let later: Vec<_> = lines.iter().filter(|l| l["epoch"] != 0).collect();
+        let hits: u64 = later
+            .iter()
+            .map(|l| l["cache_hits"].as_u64().unwrap())
+            .sum();
+        let h = hits as f64 / later.len() as f64;
+        assert!((0.25..=0.75).contains(&h), "hit ratio {h} over {n} clips");
+        assert!(summary.cache_used_bytes <= budget);
+    }
+
+    #[test]
+    fn synthetic_mode_runs_at_the_gpu_rate_without_a_dataset() {
+        let mut a = args(Pipeline::Image, Path::new("/nonexistent"), 20, 2000.0);
+        a.max_steps = Some(50);
+        let c = RunConfig {
+            synthetic: true,
+            ..cfg(1, None)
+        };
+        let (summary, lines) = run_capture(&a, &c).unwrap();
+        assert_eq!(lines.len(), 50);
+        let rate = summary.rate_samples_per_s();
+        assert!((1800.0..=2200.0).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn a_fast_loader_is_held_to_the_gpu_rate() {
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 10, 1000.0);
+        a.max_seconds = Some(0.5);
+        let (summary, _) = run_capture(&a, &cfg(2, None)).unwrap();
+        let rate = summary.rate_samples_per_s();
+        assert!((850.0..=1100.0).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("bad.wav"), b"RIFF nonsense").unwrap();
+        let mut a = args(Pipeline::Audio, tmp.path(), 1, 1000.0);
+        a.max_steps = Some(1);
+        let err = run_capture(&a, &cfg(1, None)).unwrap_err();
+        assert!(err.to_string().contains("bad.wav"), "{err}");
+    }
+
+    #[test]
+    fn a_closed_progress_pipe_ends_the_run_quietly() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let a = args(Pipeline::Text, Path::new("/nonexistent"), 4, 1000.0);
+        let c = RunConfig {
+            synthetic: true,
+            ..cfg(1, None)
+        };
+        let stop = AtomicBool::new(false);
+        let summary = run_with(&a, &c, Some(&mut Closed), &stop).unwrap();
+        assert_eq!(summary.steps, 1);
+    }
+}

@@ -51,7 +51,10 @@ impl Items {
             if m.kind != want {
                 return Err(InputError::new(
                     origin,
-                    format!("is a {} dataset, but the pipeline reads {want} data", m.kind),
+                    format!(
+                        "is a {} dataset, but the pipeline reads {want} data",
+                        m.kind
+                    ),
                 )
                 .into());
             }

@@ -28,7 +28,10 @@ pub fn process(bytes: &[u8], seq_len: usize, out: &mut [i64]) -> Result<(), Stri
 mod tests {
     #[test]
     fn targets_are_inputs_shifted_by_one() {
-        let bytes: Vec<u8> = [1u16, 2, 3, 4].iter().flat_map(|t| t.to_le_bytes()).collect();
+        let bytes: Vec<u8> = [1u16, 2, 3, 4]
+            .iter()
+            .flat_map(|t| t.to_le_bytes())
+            .collect();
         let mut out = vec![0i64; 6];
         super::process(&bytes, 3, &mut out).unwrap();
         assert_eq!(out, vec![1, 2, 3, 2, 3, 4]);
