@@ -12,6 +12,9 @@ pub const SIDE: usize = 224;
 /// f32 values per preprocessed image (3 x 224 x 224).
 pub const FLOATS_PER_SAMPLE: usize = 3 * SIDE * SIDE;
 
+/// Largest image decoded (64 megapixels): a corrupt header must not make a worker allocate gigabytes.
+const MAX_PIXELS: u64 = 64 << 20;
+
 const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const STD: [f32; 3] = [0.229, 0.224, 0.225];
 
@@ -41,6 +44,9 @@ impl ImageWorker {
     ) -> Result<(), String> {
         let decoder = JpegDecoder::new(std::io::Cursor::new(jpeg)).map_err(|e| e.to_string())?;
         let (w, h) = decoder.dimensions();
+        if u64::from(w) * u64::from(h) > MAX_PIXELS {
+            return Err(format!("{w}x{h} pixels is more than this pipeline decodes"));
+        }
         let channels = match decoder.color_type() {
             ColorType::Rgb8 => 3,
             ColorType::L8 => 1,

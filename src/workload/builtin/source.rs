@@ -52,7 +52,7 @@ impl Items {
                 return Err(InputError::new(
                     origin,
                     format!(
-                        "is a {} dataset, but the pipeline reads {want} data",
+                        "holds {} data (per its manifest), but this pipeline reads {want} data",
                         m.kind
                     ),
                 )
