@@ -1,8 +1,23 @@
 //! The built-in reference workloads: real input pipelines (image, audio, text) over a dataset on disk,
 //! feeding an emulated accelerator that ingests batches at a fixed rate without using CPU.
 
-use crate::units::Bytes;
+mod audio;
+mod image;
+mod pipeline;
+mod source;
+mod text;
+
+pub use pipeline::run_with;
+
+use super::{env, WorkloadError};
+use crate::error::InputError;
+use crate::units::{parse_bytes, Bytes, Cores};
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::io::{FromRawFd, RawFd};
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Which built-in pipeline to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -50,10 +65,145 @@ pub struct RunArgs {
     pub cache_bytes: Option<Bytes>,
 }
 
-/// Runs a built-in workload until its step or time limit, or until killed.
-pub fn run(args: &RunArgs) -> Result<(), super::WorkloadError> {
-    let _ = args;
-    Err(super::WorkloadError::Other(
-        "built-in workloads: not yet written".into(),
-    ))
+/// The budget a run works under; [`run`] takes it from the launch contract's environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// Data-loader worker threads.
+    pub workers: usize,
+    /// Application cache budget in bytes; `None`: no app cache (the OS page cache serves repeats).
+    pub cache_bytes: Option<u64>,
+    /// Feed one in-memory batch at the accelerator's rate, with no loading or preprocessing.
+    pub synthetic: bool,
+}
+
+impl RunConfig {
+    /// Reads `SYNERGY_CPUS` (workers = ceil, at least 1; default: all available cores),
+    /// `SYNERGY_CACHE_BYTES` (overridden by `--cache-bytes`) and `SYNERGY_SYNTHETIC`.
+    pub fn from_env(args: &RunArgs) -> Result<Self, WorkloadError> {
+        let workers = match std::env::var(env::CPUS) {
+            Ok(v) => {
+                let cores: f64 = v.trim().parse().map_err(|_| {
+                    InputError::new(env::CPUS, format!("`{v}` is not a number of cores"))
+                })?;
+                if !(cores.is_finite() && cores > 0.0) {
+                    return Err(InputError::new(env::CPUS, "must be more than 0").into());
+                }
+                Cores(cores).threads()
+            }
+            Err(_) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let cache_bytes = match (args.cache_bytes, std::env::var(env::CACHE_BYTES)) {
+            (Some(b), _) => Some(b.0),
+            (None, Ok(v)) if !v.trim().is_empty() => {
+                Some(parse_bytes(&v).map_err(|e| InputError::new(env::CACHE_BYTES, e))?)
+            }
+            _ => None,
+        };
+        let synthetic =
+            std::env::var(env::SYNTHETIC).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        Ok(RunConfig {
+            workers,
+            cache_bytes,
+            synthetic,
+        })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    /// Steps (batches) the accelerator ingested.
+    pub steps: u64,
+    /// Samples ingested.
+    pub samples: u64,
+    /// Wall time from start to stop.
+    pub seconds: f64,
+    /// Samples served by the app cache.
+    pub cache_hits: u64,
+    /// Samples read from disk while an app cache was on.
+    pub cache_misses: u64,
+    /// Bytes of all items of the dataset (0 in synthetic mode).
+    pub dataset_bytes: u64,
+    /// Bytes the app cache held at the end.
+    pub cache_used_bytes: u64,
+}
+
+impl Summary {
+    /// Ingested samples per second.
+    pub fn rate_samples_per_s(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.samples as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+    /// App cache hits over lookups; `None` without an app cache.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let lookups = self.cache_hits + self.cache_misses;
+        (lookups > 0).then(|| self.cache_hits as f64 / lookups as f64)
+    }
+}
+
+/// Runs a built-in workload until its step or time limit, or until killed. Progress lines go to
+/// `SYNERGY_PROGRESS_FD` when set; a one-line summary goes to stderr at the end. SIGINT and SIGTERM end
+/// the run cleanly (a second one kills it).
+pub fn run(args: &RunArgs) -> Result<(), WorkloadError> {
+    let cfg = RunConfig::from_env(args)?;
+    let mut progress = progress_from_env()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // The conditional shutdown goes first so that the second signal, with the flag already set,
+        // terminates at once.
+        signal_hook::flag::register_conditional_shutdown(sig, 1, stop.clone())
+            .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
+            .map_err(|e| WorkloadError::io("installing signal handlers", e))?;
+    }
+    let summary = pipeline::run_with(
+        args,
+        &cfg,
+        progress.as_mut().map(|f| f as &mut dyn Write),
+        &stop,
+    )?;
+    let hits = summary.hit_ratio().map_or_else(
+        || "no app cache".to_string(),
+        |h| {
+            format!(
+                "cache hit ratio {h:.3} (cache holds {} of {})",
+                Bytes(summary.cache_used_bytes),
+                Bytes(summary.dataset_bytes)
+            )
+        },
+    );
+    eprintln!(
+        "{:?}: {} steps, {} samples in {:.2} s = {:.1} samples/s, {} workers, {}",
+        args.pipeline,
+        summary.steps,
+        summary.samples,
+        summary.seconds,
+        summary.rate_samples_per_s(),
+        cfg.workers,
+        hits
+    );
+    Ok(())
+}
+
+/// The progress pipe named by `SYNERGY_PROGRESS_FD`, taken over once for the whole run.
+fn progress_from_env() -> Result<Option<File>, WorkloadError> {
+    let Ok(v) = std::env::var(env::PROGRESS_FD) else {
+        return Ok(None);
+    };
+    let fd: RawFd = v.trim().parse().ok().filter(|&fd| fd >= 0).ok_or_else(|| {
+        InputError::new(env::PROGRESS_FD, format!("`{v}` is not a file descriptor"))
+    })?;
+    // SAFETY: F_GETFD only queries the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+        return Err(InputError::new(
+            env::PROGRESS_FD,
+            format!("{fd} is not an open file descriptor"),
+        )
+        .into());
+    }
+    // SAFETY: the launcher passed this descriptor for our exclusive use and nothing else in this
+    // process refers to it; the File owns it from here on and closes it once, at exit.
+    Ok(Some(unsafe { File::from_raw_fd(fd) }))
 }

@@ -1,0 +1,537 @@
+//! The data loader and the emulated accelerator: worker threads claim whole batches of a shuffled global
+//! sample sequence, load (through the app cache) and preprocess them into batch buffers, and hand them
+//! over a bounded channel to an accelerator that ingests them at a fixed rate and reports each step.
+
+use super::source::{AppCache, Items};
+use super::{audio, image, text, Pipeline, RunArgs, RunConfig, Summary};
+use crate::error::InputError;
+use crate::workload::WorkloadError;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a waiting accelerator looks at its stop conditions.
+const POLL: Duration = Duration::from_millis(50);
+
+/// One preprocessed batch.
+struct Batch {
+    epoch: u64,
+    samples: u32,
+    cache_hits: u32,
+    cache_misses: u32,
+    floats: Vec<f32>,
+    ints: Vec<i64>,
+}
+
+/// Values per sample in the batch buffers: (f32s, i64s).
+fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
+    match pipeline {
+        Pipeline::Image => (image::FLOATS_PER_SAMPLE, 0),
+        Pipeline::Audio => (audio::FLOATS_PER_SAMPLE, 0),
+        Pipeline::Text => (0, 2 * seq_len),
+    }
+}
+
+/// Runs the workload with an explicit budget, writing progress lines to `progress` when given, until a
+/// step or time limit, `stop`, or a closed progress pipe.
+pub fn run_with<'a>(
+    args: &'a RunArgs,
+    cfg: &RunConfig,
+    progress: Option<&'a mut dyn Write>,
+    stop: &'a AtomicBool,
+) -> Result<Summary, WorkloadError> {
+    let start = Instant::now();
+    if !(args.gpu_rate.is_finite() && args.gpu_rate > 0.0) {
+        return Err(InputError::new("--gpu-rate", "must be a positive number of samples/s").into());
+    }
+    if args.batch_size == 0 {
+        return Err(InputError::new("--batch-size", "must be at least 1").into());
+    }
+    let mut acc = Accelerator {
+        args,
+        start,
+        stop,
+        progress,
+        summary: Summary::default(),
+        free_at: start,
+    };
+    if cfg.synthetic {
+        // One pre-made batch, fed again and again: no loading, no preprocessing.
+        let (floats, ints) = sample_shape(args.pipeline, args.seq_len);
+        let b = args.batch_size as usize;
+        let batch = Batch {
+            epoch: 0,
+            samples: args.batch_size,
+            cache_hits: 0,
+            cache_misses: 0,
+            floats: vec![0.5; floats * b],
+            ints: vec![1; ints * b],
+        };
+        while acc.may_continue() {
+            if !acc.step(&batch, acc.free_at)? {
+                break;
+            }
+        }
+        return Ok(acc.finish());
+    }
+
+    let items = Items::open(&args.dataset, args.pipeline, args.seq_len)?;
+    let loader = Loader {
+        args,
+        items,
+        cache: cfg.cache_bytes.map(AppCache::new),
+        perms: Mutex::new(VecDeque::new()),
+        next_batch: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        pool: Mutex::new(Vec::new()),
+    };
+    let workers = cfg.workers.max(1);
+    let (tx, rx) = sync_channel::<Result<Batch, WorkloadError>>(workers * args.prefetch.max(1));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let loader = &loader;
+            s.spawn(move || loader.work(tx));
+        }
+        drop(tx);
+        let result = acc.consume(&rx, &loader);
+        // Unblock and stop the workers before the scope joins them.
+        loader.stop.store(true, Ordering::Relaxed);
+        drop(rx);
+        result
+    })?;
+    acc.summary.dataset_bytes = loader.items.total_bytes();
+    acc.summary.cache_used_bytes = loader.cache.as_ref().map_or(0, |c| c.used_bytes());
+    Ok(acc.finish())
+}
+
+/// The emulated accelerator: ingests `batch / gpu_rate` seconds per batch without using CPU.
+struct Accelerator<'a> {
+    args: &'a RunArgs,
+    start: Instant,
+    stop: &'a AtomicBool,
+    progress: Option<&'a mut dyn Write>,
+    summary: Summary,
+    /// When the accelerator finishes its current batch: a schedule, not the clock, so that sleeping
+    /// late does not add up over steps.
+    free_at: Instant,
+}
+
+impl Accelerator<'_> {
+    fn may_continue(&self) -> bool {
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        if self.args.max_steps.is_some_and(|m| self.summary.steps >= m) {
+            return false;
+        }
+        !self
+            .args
+            .max_seconds
+            .is_some_and(|m| self.start.elapsed().as_secs_f64() >= m)
+    }
+
+    /// Receives batches until a stop condition; returns early with a worker's error.
+    fn consume(
+        &mut self,
+        rx: &Receiver<Result<Batch, WorkloadError>>,
+        loader: &Loader,
+    ) -> Result<(), WorkloadError> {
+        while self.may_continue() {
+            // A batch already queued when the accelerator frees up starts on schedule; one that has to
+            // be waited for starts when it arrives (the accelerator never runs ahead of its data).
+            let (batch, ready_at) = match rx.try_recv() {
+                Ok(b) => (b, self.free_at),
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => match rx.recv_timeout(POLL) {
+                    Ok(b) => (b, Instant::now()),
+                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                },
+            };
+            let batch = batch?;
+            let go_on = self.step(&batch, ready_at)?;
+            loader.recycle(batch);
+            if !go_on {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ingests one batch that was ready at `ready_at`, then reports the step. Returns false when the
+    /// progress pipe has been closed (the reader is gone, so the run is over).
+    fn step(&mut self, batch: &Batch, ready_at: Instant) -> Result<bool, WorkloadError> {
+        let begin = self.free_at.max(ready_at);
+        self.free_at = begin + Duration::from_secs_f64(batch.samples as f64 / self.args.gpu_rate);
+        let now = Instant::now();
+        if self.free_at > now {
+            std::thread::sleep(self.free_at - now);
+        }
+        let s = &mut self.summary;
+        let step = s.steps;
+        s.steps += 1;
+        s.samples += batch.samples as u64;
+        s.cache_hits += batch.cache_hits as u64;
+        s.cache_misses += batch.cache_misses as u64;
+        let t = self.start.elapsed().as_secs_f64();
+        if let Some(out) = self.progress.as_mut() {
+            let line = format!(
+                "{{\"samples\":{},\"epoch\":{},\"step\":{},\"t\":{:.6},\"cache_hits\":{},\"cache_misses\":{}}}\n",
+                batch.samples, batch.epoch, step, t, batch.cache_hits, batch.cache_misses
+            );
+            let written = out.write_all(line.as_bytes()).and_then(|_| out.flush());
+            match written {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
+                Err(e) => return Err(WorkloadError::io("writing a progress line", e)),
+            }
+        }
+        Ok(true)
+    }
+
+    fn finish(mut self) -> Summary {
+        self.summary.seconds = self.start.elapsed().as_secs_f64();
+        self.summary
+    }
+}
+
+/// State the loader workers share.
+struct Loader<'a> {
+    args: &'a RunArgs,
+    items: Items,
+    cache: Option<AppCache>,
+    /// The most recent epochs' permutations (workers near an epoch boundary need two).
+    perms: Mutex<VecDeque<(u64, Arc<Vec<u32>>)>>,
+    next_batch: AtomicU64,
+    stop: AtomicBool,
+    /// Batch buffers handed back by the accelerator, so steady state allocates nothing.
+    pool: Mutex<Vec<(Vec<f32>, Vec<i64>)>>,
+}
+
+/// The per-worker preprocessing state.
+enum Preprocessor {
+    Image(Box<image::ImageWorker>),
+    Audio(Box<audio::AudioWorker>),
+    Text,
+}
+
+impl Loader<'_> {
+    /// The item order of `epoch`: a permutation seeded by (seed, epoch).
+    fn permutation(&self, epoch: u64) -> Arc<Vec<u32>> {
+        let mut perms = self.perms.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, p)) = perms.iter().find(|(e, _)| *e == epoch) {
+            return p.clone();
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(self.args.seed);
+        rng.set_stream(epoch);
+        let mut order: Vec<u32> = (0..self.items.len() as u32).collect();
+        order.shuffle(&mut rng);
+        let order = Arc::new(order);
+        perms.push_back((epoch, order.clone()));
+        if perms.len() > 4 {
+            perms.pop_front();
+        }
+        order
+    }
+
+    fn recycle(&self, batch: Batch) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        pool.push((batch.floats, batch.ints));
+    }
+
+    /// A worker: claims batches until stopped or the accelerator hangs up; sends its first error.
+    fn work(&self, tx: SyncSender<Result<Batch, WorkloadError>>) {
+        let mut pre = match self.args.pipeline {
+            Pipeline::Image => Preprocessor::Image(Box::default()),
+            Pipeline::Audio => Preprocessor::Audio(Box::default()),
+            Pipeline::Text => Preprocessor::Text,
+        };
+        while !self.stop.load(Ordering::Relaxed) {
+            let b = self.next_batch.fetch_add(1, Ordering::Relaxed);
+            let batch = match self.load_batch(b, &mut pre) {
+                Ok(Some(batch)) => Ok(batch),
+                Ok(None) => return,
+                Err(e) => Err(e),
+            };
+            let failed = batch.is_err();
+            if tx.send(batch).is_err() || failed {
+                return;
+            }
+        }
+    }
+
+    /// Loads and preprocesses global batch `b`; `None` when stopped midway.
+    fn load_batch(&self, b: u64, pre: &mut Preprocessor) -> Result<Option<Batch>, WorkloadError> {
+        let bs = self.args.batch_size as usize;
+        let (fps, ips) = sample_shape(self.args.pipeline, self.args.seq_len);
+        let (mut floats, mut ints) = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        floats.resize(fps * bs, 0.0);
+        ints.resize(ips * bs, 0);
+        let n = self.items.len() as u64;
+        let first = b * bs as u64;
+        let mut batch = Batch {
+            epoch: first / n,
+            samples: self.args.batch_size,
+            cache_hits: 0,
+            cache_misses: 0,
+            floats,
+            ints,
+        };
+        let mut perm = self.permutation(first / n);
+        let mut perm_epoch = first / n;
+        for j in 0..bs {
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            let k = first + j as u64;
+            let epoch = k / n;
+            if epoch != perm_epoch {
+                perm = self.permutation(epoch);
+                perm_epoch = epoch;
+            }
+            let item = perm[(k % n) as usize] as usize;
+            let floats = &mut batch.floats[j * fps..(j + 1) * fps];
+            let ints = &mut batch.ints[j * ips..(j + 1) * ips];
+            let mut rng = sample_rng(self.args.seed, epoch, item);
+            let cached = self.cache.as_ref().and_then(|c| c.get(item));
+            let result = if let Some(bytes) = cached {
+                batch.cache_hits += 1;
+                preprocess(pre, &bytes, &mut rng, self.args.seq_len, floats, ints)
+            } else {
+                batch.cache_misses += u32::from(self.cache.is_some());
+                let bytes = self.items.read(item, self.cache.is_some())?;
+                let r = preprocess(pre, &bytes, &mut rng, self.args.seq_len, floats, ints);
+                if let Some(cache) = &self.cache {
+                    cache.offer(item, bytes);
+                }
+                r
+            };
+            result.map_err(|e| {
+                WorkloadError::Input(InputError::new(
+                    self.items.describe(item),
+                    format!("cannot be preprocessed: {e}"),
+                ))
+            })?;
+        }
+        Ok(Some(batch))
+    }
+}
+
+fn preprocess(
+    pre: &mut Preprocessor,
+    bytes: &[u8],
+    rng: &mut ChaCha8Rng,
+    seq_len: usize,
+    floats: &mut [f32],
+    ints: &mut [i64],
+) -> Result<(), String> {
+    match pre {
+        Preprocessor::Image(w) => w.process(bytes, rng, floats),
+        Preprocessor::Audio(w) => w.process(bytes, floats),
+        Preprocessor::Text => text::process(bytes, seq_len, ints),
+    }
+}
+
+/// The augmentation randomness of one sample in one epoch, independent of which worker loads it.
+fn sample_rng(seed: u64, epoch: u64, item: usize) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    rng.set_stream((epoch << 32) ^ item as u64);
+    rng
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Bytes;
+    use crate::workload::dataset::{generate, DatasetKind};
+    use std::path::{Path, PathBuf};
+
+    fn args(pipeline: Pipeline, dataset: &Path, batch_size: u32, gpu_rate: f64) -> RunArgs {
+        RunArgs {
+            pipeline,
+            dataset: dataset.to_path_buf(),
+            batch_size,
+            gpu_rate,
+            max_steps: None,
+            max_seconds: Some(20.0),
+            seed: 0,
+            prefetch: 2,
+            seq_len: 63,
+            cache_bytes: None,
+        }
+    }
+
+    fn cfg(workers: usize, cache_bytes: Option<u64>) -> RunConfig {
+        RunConfig {
+            workers,
+            cache_bytes,
+            synthetic: false,
+        }
+    }
+
+    /// Runs and returns the summary and the parsed progress lines.
+    fn run_capture(
+        args: &RunArgs,
+        cfg: &RunConfig,
+    ) -> Result<(Summary, Vec<serde_json::Value>), WorkloadError> {
+        let mut out: Vec<u8> = Vec::new();
+        let stop = AtomicBool::new(false);
+        let summary = run_with(args, cfg, Some(&mut out), &stop)?;
+        let lines = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        Ok((summary, lines))
+    }
+
+    fn dataset(kind: DatasetKind, bytes: u64) -> (tempfile::TempDir, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ds");
+        generate(kind, &dir, Bytes(bytes), 3).unwrap();
+        (tmp, dir)
+    }
+
+    #[test]
+    fn each_step_writes_one_progress_line() {
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 16, 20_000.0);
+        a.max_steps = Some(25);
+        let (summary, lines) = run_capture(&a, &cfg(2, None)).unwrap();
+        assert_eq!(summary.steps, 25);
+        assert_eq!(summary.samples, 25 * 16);
+        assert_eq!(lines.len(), 25);
+        for (i, l) in lines.iter().enumerate() {
+            assert_eq!(l["samples"], 16);
+            assert_eq!(l["step"], i);
+            assert_eq!(l["cache_hits"], 0);
+            assert_eq!(l["cache_misses"], 0);
+            assert!(l["t"].as_f64().unwrap() > 0.0);
+        }
+    }
+
+    #[test]
+    fn audio_and_image_pipelines_run() {
+        let (_tmp, dir) = dataset(DatasetKind::Audio, 300_000);
+        let mut a = args(Pipeline::Audio, &dir, 2, 10_000.0);
+        a.max_steps = Some(3);
+        let (summary, lines) = run_capture(&a, &cfg(2, None)).unwrap();
+        assert_eq!((summary.steps, lines.len()), (3, 3));
+
+        let (_tmp, dir) = dataset(DatasetKind::Image, 200_000);
+        let mut a = args(Pipeline::Image, &dir, 2, 10_000.0);
+        a.max_steps = Some(2);
+        let (summary, lines) = run_capture(&a, &cfg(1, None)).unwrap();
+        assert_eq!((summary.steps, lines.len()), (2, 2));
+    }
+
+    #[test]
+    fn the_app_cache_hit_ratio_after_the_first_epoch_is_cache_over_dataset() {
+        // 64 KiB of shards in 128-byte sequences: 512 items, 16 steps of 32 per epoch.
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 32, 50_000.0);
+        a.max_steps = Some(48);
+        let (summary, lines) = run_capture(&a, &cfg(2, Some(32 << 10))).unwrap();
+        assert_eq!(summary.dataset_bytes, 64 << 10);
+        assert_eq!(summary.cache_used_bytes, 32 << 10);
+        let (mut hits, mut lookups) = (0, 0);
+        for l in lines.iter().filter(|l| l["epoch"].as_u64().unwrap() >= 1) {
+            hits += l["cache_hits"].as_u64().unwrap();
+            lookups += l["cache_hits"].as_u64().unwrap() + l["cache_misses"].as_u64().unwrap();
+        }
+        let h = hits as f64 / lookups as f64;
+        assert!((0.4..=0.6).contains(&h), "hit ratio {h}");
+        let first: u64 = lines
+            .iter()
+            .filter(|l| l["epoch"] == 0)
+            .map(|l| l["cache_hits"].as_u64().unwrap())
+            .sum();
+        assert_eq!(first, 0, "the first epoch reads everything once");
+    }
+
+    #[test]
+    fn variable_size_files_are_cached_in_proportion_too() {
+        let (_tmp, dir) = dataset(DatasetKind::Audio, 1_200_000);
+        let items = Items::open(&dir, Pipeline::Audio, 0).unwrap();
+        let n = items.len() as u32;
+        let mut a = args(Pipeline::Audio, &dir, 1, 100_000.0);
+        a.max_steps = Some(3 * n as u64);
+        let budget = items.total_bytes() / 2;
+        let (summary, lines) = run_capture(&a, &cfg(2, Some(budget))).unwrap();
+        let later: Vec<_> = lines.iter().filter(|l| l["epoch"] != 0).collect();
+        let hits: u64 = later
+            .iter()
+            .map(|l| l["cache_hits"].as_u64().unwrap())
+            .sum();
+        let h = hits as f64 / later.len() as f64;
+        assert!((0.25..=0.75).contains(&h), "hit ratio {h} over {n} clips");
+        assert!(summary.cache_used_bytes <= budget);
+    }
+
+    #[test]
+    fn synthetic_mode_runs_at_the_gpu_rate_without_a_dataset() {
+        let mut a = args(Pipeline::Image, Path::new("/nonexistent"), 20, 2000.0);
+        a.max_steps = Some(50);
+        let c = RunConfig {
+            synthetic: true,
+            ..cfg(1, None)
+        };
+        let (summary, lines) = run_capture(&a, &c).unwrap();
+        assert_eq!(lines.len(), 50);
+        let rate = summary.rate_samples_per_s();
+        assert!((1800.0..=2200.0).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn a_fast_loader_is_held_to_the_gpu_rate() {
+        let (_tmp, dir) = dataset(DatasetKind::Text, 64 << 10);
+        let mut a = args(Pipeline::Text, &dir, 10, 1000.0);
+        a.max_seconds = Some(0.5);
+        let (summary, _) = run_capture(&a, &cfg(2, None)).unwrap();
+        let rate = summary.rate_samples_per_s();
+        assert!((850.0..=1100.0).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_naming_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("bad.wav"), b"RIFF nonsense").unwrap();
+        let mut a = args(Pipeline::Audio, tmp.path(), 1, 1000.0);
+        a.max_steps = Some(1);
+        let err = run_capture(&a, &cfg(1, None)).unwrap_err();
+        assert!(err.to_string().contains("bad.wav"), "{err}");
+    }
+
+    #[test]
+    fn a_closed_progress_pipe_ends_the_run_quietly() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let a = args(Pipeline::Text, Path::new("/nonexistent"), 4, 1000.0);
+        let c = RunConfig {
+            synthetic: true,
+            ..cfg(1, None)
+        };
+        let stop = AtomicBool::new(false);
+        let summary = run_with(&a, &c, Some(&mut Closed), &stop).unwrap();
+        assert_eq!(summary.steps, 1);
+    }
+}
