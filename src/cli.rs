@@ -329,7 +329,7 @@ fn render_trial(r: &TrialResult) -> String {
     );
     let _ = writeln!(
         o,
-        "  stopped      {:?} after {:.1} s ({} steps; warm-up {:.1} s, measured {:.1} s over {} steps)",
+        "  stopped      {} after {:.1} s ({} steps; warm-up {:.1} s, measured {:.1} s over {} steps)",
         r.stop_reason, r.duration_s, r.steps, t.warmup_s, t.measured_s, t.measured_steps
     );
     let tel = &r.telemetry;
@@ -395,8 +395,8 @@ fn render_trial(r: &TrialResult) -> String {
     let i = &r.isolation;
     let _ = writeln!(
         o,
-        "  isolation    {} ({}): setup {:.1} ms, teardown {:.1} ms",
-        i.backend, i.chosen_because, i.setup_ms, i.teardown_ms
+        "  isolation    {}: setup {:.1} ms, teardown {:.1} ms",
+        i.chosen_because, i.setup_ms, i.teardown_ms
     );
     if r.malformed_lines > 0 {
         let _ = writeln!(

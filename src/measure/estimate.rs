@@ -78,6 +78,18 @@ pub enum StopReason {
     Interrupted,
 }
 
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            StopReason::Converged => "converged",
+            StopReason::MaxDuration => "reached --max-seconds",
+            StopReason::WorkloadExited => "workload exited",
+            StopReason::NoProgress => "no progress",
+            StopReason::Interrupted => "interrupted",
+        })
+    }
+}
+
 /// One observation: a step with its sample count, or a rate the workload itself reported.
 #[derive(Debug, Clone, Copy)]
 enum Obs {

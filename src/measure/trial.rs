@@ -732,7 +732,7 @@ fn summarize(
         }
         _ => (None, None),
     };
-    let app_cache = (!cache_steps.is_empty()).then(|| {
+    let app_cache = cache_steps.iter().any(|(_, h, m)| h + m > 0).then(|| {
         cache_steps
             .iter()
             .filter(|(t, _, _)| *t > window_start)
