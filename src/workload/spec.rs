@@ -174,9 +174,9 @@ impl Placeholders {
                 rest = &tail[2..];
                 continue;
             }
-            if tail.starts_with('}') {
+            if let Some(after) = tail.strip_prefix('}') {
                 out.push('}');
-                rest = &tail[1..];
+                rest = after;
                 continue;
             }
             let name_len = tail[1..]
