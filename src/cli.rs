@@ -207,7 +207,17 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             json,
             dir,
         }) => {
-            let manifest = dataset::generate(kind, &dir, size, seed)?;
+            let cancel = Cancel::on_signals()?;
+            let manifest = match dataset::generate(kind, &dir, size, seed, &cancel) {
+                Err(WorkloadError::Interrupted(sig)) => {
+                    eprintln!(
+                        "synergy: interrupted; nothing was left in {}",
+                        dir.display()
+                    );
+                    return Ok(128 + sig);
+                }
+                r => r?,
+            };
             if json {
                 println!("{}", serde_json::to_string_pretty(&manifest)?);
             } else {

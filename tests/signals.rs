@@ -84,3 +84,39 @@ fn sigterm_cleans_up() {
 fn sigterm_cleans_up_under_the_affinity_fallback() {
     interrupt_mid_trial(libc::SIGTERM, "affinity");
 }
+
+#[test]
+fn sigint_during_dataset_generation_leaves_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("images");
+    let mut child = synergy()
+        .args(["dataset", "gen", "--kind", "image", "--size", "2GiB"])
+        .arg(&dir)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until files are being written into the temporary directory.
+    let start = Instant::now();
+    loop {
+        let busy = std::fs::read_dir(parent.path()).unwrap().count() > 0;
+        if busy {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "generation never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

@@ -289,6 +289,7 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
 fn prepare_dataset(
     spec: &WorkloadSpec,
     bar: &ProgressBar,
+    cancel: &Cancel,
 ) -> Result<Option<(PathBuf, DatasetFiles, bool)>, TrialError> {
     let Some(dir) = spec.dataset_dir()? else {
         return Ok(None);
@@ -315,7 +316,10 @@ fn prepare_dataset(
             std::fs::create_dir_all(parent)
                 .map_err(|e| WorkloadError::io(format!("creating {}", parent.display()), e))?;
         }
-        dataset::generate(gen.kind, &dir, gen.size, gen.seed)?;
+        dataset::generate(gen.kind, &dir, gen.size, gen.seed, cancel).map_err(|e| match e {
+            WorkloadError::Interrupted(sig) => TrialError::Interrupted(sig),
+            e => e.into(),
+        })?;
         generated = true;
     }
     let files = dataset::scan(&dir)
@@ -353,7 +357,7 @@ pub fn run_trial(
     let data = if req.synthetic {
         None
     } else {
-        prepare_dataset(spec, bar)?
+        prepare_dataset(spec, bar, cancel)?
     };
     if let Some(sig) = cancel.signal() {
         return Err(TrialError::Interrupted(sig));

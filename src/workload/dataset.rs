@@ -2,6 +2,7 @@
 //! built-in workloads: JPEG images with ImageNet-like sizes, 16 kHz WAV clips, and token shards.
 
 use super::WorkloadError;
+use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::units::Bytes;
 use rand::{Rng, RngCore, SeedableRng};
@@ -111,13 +112,19 @@ const VOCAB: u32 = 50_257;
 
 /// Generates a deterministic dataset of `kind` with about `size` bytes of data files in `dir`, plus its
 /// manifest. Writes into a temporary sibling directory and renames it into place, so an interrupted run
-/// leaves nothing half-made. `dir` must not exist yet.
+/// leaves nothing half-made. `dir` must not exist yet. When `cancel` is raised, generation stops at the
+/// next file and the temporary directory is removed.
 pub fn generate(
     kind: DatasetKind,
     dir: &Path,
     size: Bytes,
     seed: u64,
+    cancel: &Cancel,
 ) -> Result<DatasetManifest, WorkloadError> {
+    let check = || match cancel.signal() {
+        Some(sig) => Err(WorkloadError::Interrupted(sig)),
+        None => Ok(()),
+    };
     if dir.exists() {
         return Err(InputError::new(
             dir.display().to_string(),
@@ -150,15 +157,18 @@ pub fn generate(
 
     let sizes = match kind {
         DatasetKind::Image => generate_files(&tmp, size.0, IMAGE_TARGET_BYTES, |i| {
+            check()?;
             Ok((image_path(i), image_file(seed, i)?))
         })?,
         DatasetKind::Audio => generate_files(&tmp, size.0, 128e3, |i| {
+            check()?;
             Ok((audio_path(i), audio_file(seed, i)?))
         })?,
         DatasetKind::Text => {
             let shards = size.0.div_ceil(SHARD_BYTES);
             let last = size.0 - (shards - 1) * SHARD_BYTES;
             generate_n(&tmp, shards as usize, |i| {
+                check()?;
                 let bytes = if i as u64 + 1 == shards {
                     last
                 } else {
@@ -612,9 +622,9 @@ mod tests {
             let a = tmp.path().join(format!("{kind}-a"));
             let b = tmp.path().join(format!("{kind}-b"));
             let c = tmp.path().join(format!("{kind}-c"));
-            let ma = generate(kind, &a, Bytes(size), 7).unwrap();
-            let mb = generate(kind, &b, Bytes(size), 7).unwrap();
-            generate(kind, &c, Bytes(size), 8).unwrap();
+            let ma = generate(kind, &a, Bytes(size), 7, &Cancel::new()).unwrap();
+            let mb = generate(kind, &b, Bytes(size), 7, &Cancel::new()).unwrap();
+            generate(kind, &c, Bytes(size), 8, &Cancel::new()).unwrap();
             assert_eq!(ma, mb);
             assert_eq!(read_manifest(&a), Some(ma.clone()));
             assert!(ma.total_bytes.0 >= size);
@@ -627,7 +637,14 @@ mod tests {
     fn images_average_about_110_kb() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("img");
-        let m = generate(DatasetKind::Image, &dir, Bytes(2_500_000), 1).unwrap();
+        let m = generate(
+            DatasetKind::Image,
+            &dir,
+            Bytes(2_500_000),
+            1,
+            &Cancel::new(),
+        )
+        .unwrap();
         assert!(m.files >= 15, "{m:?}");
         assert!(
             (90e3..130e3).contains(&m.mean_file_bytes),
@@ -642,7 +659,7 @@ mod tests {
     fn text_shards_are_4_mib_but_the_last() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("txt");
-        let m = generate(DatasetKind::Text, &dir, Bytes(9 << 20), 1).unwrap();
+        let m = generate(DatasetKind::Text, &dir, Bytes(9 << 20), 1, &Cancel::new()).unwrap();
         let sizes: Vec<u64> = scan(&dir).unwrap().files.iter().map(|f| f.1).collect();
         assert_eq!(sizes, vec![4 << 20, 4 << 20, 1 << 20]);
         assert_eq!(m.total_bytes, Bytes(9 << 20));
@@ -662,7 +679,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("taken");
         std::fs::create_dir(&dir).unwrap();
-        let err = generate(DatasetKind::Text, &dir, Bytes(1000), 1).unwrap_err();
+        let err = generate(DatasetKind::Text, &dir, Bytes(1000), 1, &Cancel::new()).unwrap_err();
         assert!(matches!(err, WorkloadError::Input(_)));
         assert!(err.to_string().contains("taken"), "{err}");
         let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();

@@ -40,6 +40,9 @@ pub enum WorkloadError {
         #[source]
         source: std::io::Error,
     },
+    /// SIGINT or SIGTERM arrived; what was half-made has been removed.
+    #[error("interrupted by signal {0}")]
+    Interrupted(i32),
     /// Anything else, described.
     #[error("{0}")]
     Other(String),

@@ -400,7 +400,7 @@ mod tests {
     fn dataset(kind: DatasetKind, bytes: u64) -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("ds");
-        generate(kind, &dir, Bytes(bytes), 3).unwrap();
+        generate(kind, &dir, Bytes(bytes), 3, &crate::cancel::Cancel::new()).unwrap();
         (tmp, dir)
     }
 
