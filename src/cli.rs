@@ -4,6 +4,9 @@ use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{IsolateError, IsolationKind};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
+use crate::profile::file::ServerShape;
+use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
+use crate::profile::{Profile, ProfileError};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::{builtin, dataset, WorkloadError, WorkloadSpec};
 use clap::{Parser, Subcommand};
@@ -31,6 +34,15 @@ enum Command {
     /// Run one trial of a workload under a CPU, memory and storage budget and measure its throughput.
     #[command(after_help = MEASURE_EXAMPLES)]
     Measure(MeasureArgs),
+    /// Profile a workload: measure the CPU axis with the dataset cached, derive the memory axis from the
+    /// data-stall model, validate it, and write a profile file (and CSV).
+    #[command(after_help = PROFILE_EXAMPLES)]
+    Profile(ProfileArgs),
+    /// Predict throughput at an allocation from a profile, and say which stage limits it.
+    #[command(
+        after_help = "Examples:\n  synergy predict profiles/image.json --cpus 1 --mem 0.5\n  synergy predict profiles/image.json --cpus 0.5 --mem 1 --json"
+    )]
+    Predict(PredictArgs),
     /// Generate or inspect datasets.
     #[command(subcommand)]
     Dataset(DatasetCmd),
@@ -78,6 +90,84 @@ const MEASURE_EXAMPLES: &str = "Examples:
   synergy measure image --cpus 2 --cold --storage-bps 20MB/s
   synergy measure image --cpus 1 --mem 512MiB --cold --warmup-epochs 1
   synergy measure text --cpus 1 --synthetic --json";
+
+const PROFILE_EXAMPLES: &str = "Examples:
+  synergy profile workloads/image.toml                       # defaults: auto axes, 2 validation points
+  synergy profile image --storage-bps 20MB/s --validate 6     # a slower disk, more proof
+  synergy profile audio --cpus 0.5,1,1.5,2 --mem 0.25,0.5,1 --exhaustive
+  synergy profile image --server 8gpu,24cpu,500gb --out profiles/image-dgx.json
+  synergy profile image --resume                              # continue after Ctrl-C";
+
+#[derive(Debug, clap::Args)]
+struct ProfileArgs {
+    /// Workload spec file, or a built-in workload name (image, audio, text).
+    spec: String,
+    /// Where to write the profile (a CSV goes beside it). Default: profiles/NAME.json.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// CPU axis: `auto` or a list of cores, e.g. 0.5,1,1.5,2.
+    #[arg(long, default_value = "auto")]
+    cpus: String,
+    /// Memory axis: `auto` (footprint plus 0-100% of the dataset) or a list in GiB, e.g. 0.25,0.5,1.
+    #[arg(long, default_value = "auto")]
+    mem: String,
+    /// GPUs the job trains on (default: the spec's).
+    #[arg(long)]
+    gpus: Option<u32>,
+    /// Reference server shape for normalization, e.g. 8gpu,24cpu,500gb (default: this host).
+    #[arg(long)]
+    server: Option<ServerShape>,
+    /// Held-out grid points to measure under their real constraint.
+    #[arg(long, default_value_t = 2)]
+    validate: usize,
+    /// Measure every grid point too (slow; for checking the model).
+    #[arg(long)]
+    exhaustive: bool,
+    /// Continue an interrupted profile, reusing its finished trials.
+    #[arg(long)]
+    resume: bool,
+    /// Limit storage reads on the dataset's device in every trial, e.g. 20MB/s.
+    #[arg(long)]
+    storage_bps: Option<BytesPerSec>,
+    /// Isolation backend (default: detect).
+    #[arg(long, value_enum)]
+    isolation: Option<IsolationKind>,
+    /// Fraction of the best throughput the demand vector may give up.
+    #[arg(long, default_value_t = 0.05)]
+    tolerance: f64,
+    /// Print the whole profile as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct PredictArgs {
+    /// A profile file.
+    profile: PathBuf,
+    /// Cores.
+    #[arg(long)]
+    cpus: f64,
+    /// Memory, GiB (footprint plus cache).
+    #[arg(long)]
+    mem: f64,
+    /// Print as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_axis(flag: &str, s: &str) -> Result<Option<Vec<f64>>, InputError> {
+    if s.trim() == "auto" {
+        return Ok(None);
+    }
+    s.split(',')
+        .map(|p| {
+            p.trim().parse::<f64>().map_err(|_| {
+                InputError::new(flag, format!("`{p}` is not a number (or use `auto`)"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
 
 #[derive(Debug, clap::Args)]
 struct MeasureArgs {
@@ -191,6 +281,16 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(w) = e.downcast_ref::<WorkloadError>() {
         return matches!(w, WorkloadError::Input(_));
     }
+    if let Some(p) = e.downcast_ref::<ProfileRunError>() {
+        return match p {
+            ProfileRunError::Trial(t) => t.is_input(),
+            ProfileRunError::Input(_) | ProfileRunError::File(ProfileError::Invalid(_)) => true,
+            ProfileRunError::File(_) => false,
+        };
+    }
+    if let Some(p) = e.downcast_ref::<ProfileError>() {
+        return matches!(p, ProfileError::Invalid(_));
+    }
     matches!(
         e.downcast_ref::<IsolateError>(),
         Some(IsolateError::Budget(_))
@@ -200,6 +300,8 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Measure(args) => measure_cmd(args),
+        Command::Profile(args) => profile_cmd(args),
+        Command::Predict(args) => predict_cmd(args),
         Command::Dataset(DatasetCmd::Gen {
             kind,
             size,
@@ -304,6 +406,169 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
+    let spec = WorkloadSpec::load(&args.spec)?;
+    if !(0.0..1.0).contains(&args.tolerance) {
+        return Err(InputError::new("--tolerance", "must be in [0, 1)").into());
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("profiles").join(format!("{}.json", spec.name)));
+    let req = ProfileRequest {
+        spec,
+        out: out.clone(),
+        cpus: parse_axis("--cpus", &args.cpus)?,
+        memory_gib: parse_axis("--mem", &args.mem)?,
+        gpus: args.gpus,
+        server: args.server,
+        validate: args.validate,
+        exhaustive: args.exhaustive,
+        resume: args.resume,
+        storage_limit: args.storage_bps,
+        isolation: args.isolation,
+        tolerance: args.tolerance,
+        refine_tolerance: 0.04,
+    };
+    let cancel = Cancel::on_signals()?;
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {pos}/{len} trials (ETA {eta}) {wide_msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = plan::run_profile(&req, &bar, &cancel);
+    bar.finish_and_clear();
+    match result {
+        Ok(p) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&p)?);
+            } else {
+                print!("{}", render_profile(&p, &out));
+            }
+            Ok(0)
+        }
+        Err(ProfileRunError::Trial(TrialError::Interrupted(sig))) => {
+            eprintln!(
+                "synergy: interrupted by signal {sig}; finished trials are saved in {}; continue with --resume",
+                out.with_extension("trials.jsonl").display()
+            );
+            Ok(128 + sig)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn render_profile(p: &Profile, out: &std::path::Path) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let m = &p.matrix;
+    let _ = writeln!(
+        o,
+        "{}: profile written to {} (and .csv)",
+        p.workload.name,
+        out.display()
+    );
+    if let Some(model) = &p.model {
+        let s = &model.stall;
+        let _ = writeln!(
+            o,
+            "  model        G = {:.1} samples/s; footprint {}; dataset {}; hit model {}; storage {}",
+            s.accelerator_samples_per_s,
+            Bytes(s.footprint_bytes),
+            Bytes(s.dataset_bytes),
+            s.hit_model,
+            s.fetch
+                .storage_bytes_per_s
+                .map(|b| format!("{:.1} MB/s", b / 1e6))
+                .unwrap_or_else(|| "never limits".into())
+        );
+    }
+    let _ = write!(o, "  samples/s    cores \\ GiB");
+    for g in &m.memory_gib {
+        let _ = write!(o, " {g:>8.2}");
+    }
+    let _ = writeln!(o);
+    if let Some(abs) = &m.samples_per_s {
+        for (c, row) in m.cpus.iter().zip(abs) {
+            let _ = write!(o, "               {c:>10}");
+            for v in row {
+                let _ = write!(o, " {v:>8.1}");
+            }
+            let _ = writeln!(o);
+        }
+    }
+    let d = &p.demand;
+    let _ = writeln!(
+        o,
+        "  proportional {} cores, {:.2} GiB = 1.0 ({:.1} samples/s)",
+        m.proportional.cpus,
+        m.proportional.memory_gib,
+        m.proportional.samples_per_s.unwrap_or(0.0)
+    );
+    let _ = writeln!(
+        o,
+        "  demand       {} cores, {:.2} GiB: {:.2}x proportional (within {:.0}% of the best); per GPU {} cores, {:.2} GiB",
+        d.job.cpus,
+        d.job.memory_gib,
+        d.job.normalized,
+        100.0 * d.tolerance,
+        d.per_gpu.cpus,
+        d.per_gpu.memory_gib
+    );
+    let secs: f64 = p.trials.iter().map(|t| t.result.duration_s).sum();
+    let _ = writeln!(
+        o,
+        "  trials       {} ({secs:.0} trial-seconds)",
+        p.trials.len()
+    );
+    for s in &p.validation_summary {
+        let _ = writeln!(
+            o,
+            "  validation   {} model: median error {:.1}%, max {:.1}% over {} points{}",
+            s.hit_model,
+            100.0 * s.median_error,
+            100.0 * s.max_error,
+            s.points,
+            if p.model
+                .as_ref()
+                .is_some_and(|m| m.stall.hit_model == s.hit_model)
+            {
+                " (the workload's model)"
+            } else {
+                ""
+            }
+        );
+    }
+    o
+}
+
+fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
+    let p = Profile::read(&args.profile)?;
+    check_positive("--cpus", args.cpus)?;
+    check_positive("--mem", args.mem)?;
+    let v = crate::profile::file::predict(&p, args.cpus, args.mem);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "{} at {} cores, {} GiB: {}{:.2}x proportional{}",
+            p.workload.name,
+            args.cpus,
+            args.mem,
+            v.samples_per_s
+                .map(|t| format!("{t:.1} samples/s, "))
+                .unwrap_or_default(),
+            v.normalized,
+            v.limited_by
+                .map(|s| format!(", limited by {s}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(0)
 }
 
 fn render_trial(r: &TrialResult) -> String {

@@ -10,6 +10,8 @@ pub mod cli;
 pub mod error;
 pub mod isolate;
 pub mod measure;
+pub mod profile;
+pub mod stall;
 pub mod units;
 pub mod workload;
 

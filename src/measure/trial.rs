@@ -471,7 +471,6 @@ pub fn run_trial(
     }
     let obs = outcome?;
     destroyed?;
-    bar.finish_and_clear();
 
     Ok(TrialResult {
         schema: TRIAL_SCHEMA.into(),

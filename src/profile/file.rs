@@ -1,0 +1,658 @@
+//! The profile file, schema `synergy-profile/1` (DESIGN.md 3.3; docs/profile-format.md): types, a reader
+//! that validates and names the field at fault, an atomic writer, and the long-format CSV export.
+
+use crate::measure::TrialResult;
+use crate::stall::{HitModel, Stage, StallModel};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The schema name and version this build reads and writes.
+pub const SCHEMA: &str = "synergy-profile/1";
+
+/// A workload's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Where the numbers come from: `measured by synergy VERSION`, or the publication for published ones.
+    pub source: String,
+    /// What was profiled.
+    pub workload: WorkloadInfo,
+    /// The host the trials ran on (absent for published profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostInfo>,
+    /// When the profile was made (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    /// Every trial, in the order run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trials: Vec<ProfileTrial>,
+    /// The fitted data-stall model (absent for published profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<FittedModel>,
+    /// The reference server shape the matrix is normalized to.
+    pub server: ServerShape,
+    /// The sensitivity matrix.
+    pub matrix: Matrix,
+    /// The same matrix per GPU (axes divided by the GPU count), as the scheduler consumes it.
+    pub per_gpu: PerGpuMatrix,
+    /// The best-case demand.
+    pub demand: Demand,
+    /// Held-out points: predicted against measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validation: Vec<ValidationPoint>,
+    /// Error summaries of the validation points, per hit-ratio model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub validation_summary: Vec<ErrorSummary>,
+}
+
+/// Identity of the profiled workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadInfo {
+    /// Name (a model name for published profiles).
+    pub name: String,
+    /// The spec it came from, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<String>,
+    /// One line for people.
+    #[serde(default)]
+    pub description: String,
+    /// Samples per step.
+    pub batch_size: u32,
+    /// GPUs it trains on.
+    pub gpus: u32,
+    /// Which hit-ratio model its cache follows.
+    pub hit_model: HitModel,
+    /// Time per iteration at GPU-proportional share, seconds (published profiles; derived otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iter_time_s: Option<f64>,
+    /// Model class (image, language, speech), for the scheduler's workload mix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// Dataset size and shape, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetInfo>,
+}
+
+/// The dataset a profile was measured on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetInfo {
+    /// Directory.
+    pub path: String,
+    /// Data files (samples, for file-per-sample datasets).
+    pub items: u64,
+    /// Total bytes.
+    pub bytes: u64,
+    /// Mean bytes per item.
+    pub mean_item_bytes: f64,
+}
+
+/// Facts about the host that measured the profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// CPU cores available to synergy.
+    pub cores: usize,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// GPU model from NVML, when present.
+    #[serde(default)]
+    pub gpu: Option<String>,
+    /// Kernel release.
+    pub kernel: String,
+    /// Isolation backend the trials used.
+    pub isolation: String,
+    /// Storage read limit imposed during the profile, bytes per second.
+    #[serde(default)]
+    pub storage_limit_bytes_per_s: Option<f64>,
+    /// Storage read bandwidth seen by the cold trial, bytes per second.
+    #[serde(default)]
+    pub storage_read_bytes_per_s: Option<f64>,
+}
+
+/// What a trial was for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TrialRole {
+    /// Synthetic input: the accelerator's rate G.
+    Synthetic,
+    /// Dataset cached, one CPU count: min(G, P(c)).
+    Cpu,
+    /// Cold cache at the most cores: the storage fetch rate.
+    Fetch,
+    /// A held-out grid point under its real memory constraint.
+    Validation,
+    /// A grid point measured by `--exhaustive`.
+    Exhaustive,
+}
+
+/// One trial of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileTrial {
+    /// What it was for.
+    pub role: TrialRole,
+    /// Memory of the grid point it stands for, GiB (validation and exhaustive trials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<f64>,
+    /// The full trial result.
+    pub result: TrialResult,
+}
+
+/// The fitted model and the hit-ratio tables needed to evaluate it anywhere.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FittedModel {
+    /// G, P(c), F(h), footprint, dataset size and hit model.
+    #[serde(flatten)]
+    pub stall: StallModel,
+    /// Hit ratio against cache bytes for both models, at fine steps (linear in between).
+    pub hit_ratios: Vec<HitRatioRow>,
+}
+
+/// Hit ratios of both cache models at one cache size.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HitRatioRow {
+    /// Cache bytes.
+    pub cache_bytes: u64,
+    /// Fixed-subset cache.
+    pub minio: f64,
+    /// LRU under per-epoch shuffling.
+    pub page_cache: f64,
+}
+
+impl FittedModel {
+    /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
+    pub fn hit_ratio(&self, model: HitModel, cache_bytes: f64) -> f64 {
+        let pick = |r: &HitRatioRow| match model {
+            HitModel::Minio => r.minio,
+            HitModel::PageCache => r.page_cache,
+        };
+        let rows = &self.hit_ratios;
+        let Some(first) = rows.first() else {
+            return 0.0;
+        };
+        if cache_bytes <= first.cache_bytes as f64 {
+            return pick(first);
+        }
+        for w in rows.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if cache_bytes <= b.cache_bytes as f64 {
+                let f =
+                    (cache_bytes - a.cache_bytes as f64) / (b.cache_bytes - a.cache_bytes) as f64;
+                return pick(a) + f * (pick(b) - pick(a));
+            }
+        }
+        pick(&rows[rows.len() - 1])
+    }
+
+    /// T(c, m) with the profile's own hit model, or `model` when given.
+    pub fn predict(
+        &self,
+        cpus: f64,
+        memory_bytes: f64,
+        model: Option<HitModel>,
+    ) -> crate::stall::Prediction {
+        let m = model.unwrap_or(self.stall.hit_model);
+        self.stall
+            .predict_with(cpus, memory_bytes, &mut |c| self.hit_ratio(m, c))
+    }
+}
+
+/// A server shape: the GPU-proportional share is its cores and memory divided by its GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerShape {
+    /// GPUs.
+    pub gpus: u32,
+    /// CPU cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+}
+
+impl ServerShape {
+    /// Cores per GPU at GPU-proportional share.
+    pub fn cpus_per_gpu(&self) -> f64 {
+        self.cpus / self.gpus.max(1) as f64
+    }
+    /// Memory per GPU at GPU-proportional share, GiB.
+    pub fn memory_gib_per_gpu(&self) -> f64 {
+        self.memory_gib / self.gpus.max(1) as f64
+    }
+}
+
+impl std::str::FromStr for ServerShape {
+    type Err = String;
+    /// Parses `8gpu,24cpu,500gb` (any order; memory in gb/gib as GiB, or tb).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (mut gpus, mut cpus, mut mem) = (None, None, None);
+        for part in s.split(',').map(|p| p.trim().to_ascii_lowercase()) {
+            let split = part
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(part.len());
+            let (num, unit) = part.split_at(split);
+            let v: f64 = num.parse().map_err(|_| {
+                format!("`{part}`: expected a number with a unit, like 8gpu, 24cpu or 500gb")
+            })?;
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("`{part}` must be positive"));
+            }
+            match unit {
+                "gpu" | "gpus" => gpus = Some(v as u32),
+                "cpu" | "cpus" | "cores" => cpus = Some(v),
+                "gb" | "gib" | "g" => mem = Some(v),
+                "tb" | "tib" => mem = Some(v * 1024.0),
+                _ => {
+                    return Err(format!(
+                        "`{part}`: unknown unit `{unit}` (use gpu, cpu, gb)"
+                    ))
+                }
+            }
+        }
+        match (gpus, cpus, mem) {
+            (Some(g), Some(c), Some(m)) if g > 0 => Ok(ServerShape {
+                gpus: g,
+                cpus: c,
+                memory_gib: m,
+            }),
+            _ => Err(format!(
+                "`{s}` needs all of GPUs, cores and memory, like 8gpu,24cpu,500gb"
+            )),
+        }
+    }
+}
+
+/// The sensitivity matrix: throughput for every (cores, memory) allocation of the whole job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    /// Row axis: CPU cores.
+    pub cpus: Vec<f64>,
+    /// Column axis: memory, GiB (footprint plus cache).
+    pub memory_gib: Vec<f64>,
+    /// Absolute throughput, samples per second, `[row][column]` (absent for published profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_per_s: Option<Vec<Vec<f64>>>,
+    /// Throughput relative to the GPU-proportional allocation of the server shape, `[row][column]`.
+    pub normalized: Vec<Vec<f64>>,
+    /// The limiting stage per cell (absent for published profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<Vec<Vec<Stage>>>,
+    /// The GPU-proportional allocation and its throughput, the normalization's 1.0.
+    pub proportional: Allocation,
+}
+
+/// The matrix per GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerGpuMatrix {
+    /// Cores per GPU.
+    pub cpus: Vec<f64>,
+    /// Memory per GPU, GiB.
+    pub memory_gib: Vec<f64>,
+    /// Normalized throughput, `[row][column]`.
+    pub normalized: Vec<Vec<f64>>,
+}
+
+/// An allocation and its throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Allocation {
+    /// Cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+    /// Samples per second, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_per_s: Option<f64>,
+    /// Relative to GPU-proportional.
+    pub normalized: f64,
+}
+
+/// The best-case demand: the smallest allocation within `tolerance` of the best throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Demand {
+    /// For the whole job.
+    pub job: Allocation,
+    /// Per GPU.
+    pub per_gpu: Allocation,
+    /// Fraction of the best throughput that still counts as best.
+    pub tolerance: f64,
+}
+
+/// A held-out point: the model's predictions against a measurement under the real constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValidationPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+    /// Measured samples per second.
+    pub measured: f64,
+    /// Its 95% half-width.
+    pub measured_ci95: f64,
+    /// Predicted with the minio hit model.
+    pub predicted_minio: f64,
+    /// Predicted with the page-cache hit model.
+    pub predicted_page_cache: f64,
+    /// `validation` or `exhaustive`.
+    pub role: TrialRole,
+}
+
+impl ValidationPoint {
+    /// Relative error of a hit model's prediction.
+    pub fn error(&self, model: HitModel) -> f64 {
+        let p = match model {
+            HitModel::Minio => self.predicted_minio,
+            HitModel::PageCache => self.predicted_page_cache,
+        };
+        (p - self.measured).abs() / self.measured.max(1e-9)
+    }
+}
+
+/// Prediction errors of one hit model over validation points.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorSummary {
+    /// The model.
+    pub hit_model: HitModel,
+    /// Points.
+    pub points: usize,
+    /// Median relative error.
+    pub median_error: f64,
+    /// Largest relative error.
+    pub max_error: f64,
+}
+
+/// Errors reading or writing profile files.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file is not a valid profile; names the file and field.
+    #[error(transparent)]
+    Invalid(#[from] crate::error::InputError),
+    /// Reading or writing failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What, naming the path.
+        context: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Profile {
+    /// Reads and validates a profile file.
+    pub fn read(path: &Path) -> Result<Profile, ProfileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Io {
+            context: format!("reading {origin}"),
+            source: e,
+        })?;
+        Self::parse(&text, &origin)
+    }
+
+    /// Parses and validates profile JSON; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        use crate::error::InputError;
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            InputError::new(
+                origin,
+                format!("not JSON (line {}, column {}): {e}", e.line(), e.column()),
+            )
+        })?;
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(other) => {
+                return Err(InputError::field(
+                    origin,
+                    "schema",
+                    format!("`{other}` is not supported; this synergy reads `{SCHEMA}`"),
+                )
+                .into())
+            }
+            None => {
+                return Err(InputError::field(
+                    origin,
+                    "schema",
+                    format!("missing; expected `{SCHEMA}`"),
+                )
+                .into())
+            }
+        }
+        let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            InputError::field(origin, path, e.into_inner().to_string())
+        })?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), crate::error::InputError> {
+        use crate::error::InputError;
+        let m = &self.matrix;
+        let axis_ok = |v: &[f64]| {
+            !v.is_empty()
+                && v.iter().all(|x| x.is_finite() && *x > 0.0)
+                && v.windows(2).all(|w| w[0] < w[1])
+        };
+        if !axis_ok(&m.cpus) {
+            return Err(InputError::field(
+                origin,
+                "matrix.cpus",
+                "must be positive and strictly increasing",
+            ));
+        }
+        if !axis_ok(&m.memory_gib) {
+            return Err(InputError::field(
+                origin,
+                "matrix.memory_gib",
+                "must be positive and strictly increasing",
+            ));
+        }
+        let shape = |name: &str, rows: &Vec<Vec<f64>>| -> Result<(), InputError> {
+            if rows.len() != m.cpus.len() {
+                return Err(InputError::field(
+                    origin,
+                    name,
+                    format!(
+                        "has {} rows but matrix.cpus has {}",
+                        rows.len(),
+                        m.cpus.len()
+                    ),
+                ));
+            }
+            for (i, r) in rows.iter().enumerate() {
+                if r.len() != m.memory_gib.len() {
+                    return Err(InputError::field(
+                        origin,
+                        format!("{name}[{i}]"),
+                        format!(
+                            "has {} values but matrix.memory_gib has {}",
+                            r.len(),
+                            m.memory_gib.len()
+                        ),
+                    ));
+                }
+                if let Some(j) = r.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return Err(InputError::field(
+                        origin,
+                        format!("{name}[{i}][{j}]"),
+                        "must be a non-negative number",
+                    ));
+                }
+            }
+            Ok(())
+        };
+        shape("matrix.normalized", &m.normalized)?;
+        if let Some(s) = &m.samples_per_s {
+            shape("matrix.samples_per_s", s)?;
+        }
+        let p = &self.per_gpu;
+        if p.cpus.len() != m.cpus.len() || p.memory_gib.len() != m.memory_gib.len() {
+            return Err(InputError::field(
+                origin,
+                "per_gpu",
+                "axes must match matrix's",
+            ));
+        }
+        if self.workload.gpus == 0 {
+            return Err(InputError::field(
+                origin,
+                "workload.gpus",
+                "must be at least 1",
+            ));
+        }
+        if !(self.demand.tolerance >= 0.0 && self.demand.tolerance < 1.0) {
+            return Err(InputError::field(
+                origin,
+                "demand.tolerance",
+                "must be in [0, 1)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes the profile as pretty JSON, atomically (temporary file and rename), and its CSV beside it.
+    pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
+        let json = serde_json::to_string_pretty(self).expect("profiles serialize") + "\n";
+        write_atomic(path, json.as_bytes())?;
+        write_atomic(&path.with_extension("csv"), self.to_csv().as_bytes())
+    }
+
+    /// The long-format CSV: one row per matrix cell, then one per validation point.
+    pub fn to_csv(&self) -> String {
+        let mut out =
+            String::from("workload,kind,cpus,memory_gib,samples_per_s,normalized,limited_by\n");
+        let m = &self.matrix;
+        for (i, c) in m.cpus.iter().enumerate() {
+            for (j, g) in m.memory_gib.iter().enumerate() {
+                let abs = m
+                    .samples_per_s
+                    .as_ref()
+                    .map(|s| format!("{:.3}", s[i][j]))
+                    .unwrap_or_default();
+                let lim = m
+                    .limited_by
+                    .as_ref()
+                    .map(|s| s[i][j].to_string())
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "{},predicted,{c},{g:.4},{abs},{:.5},{lim}\n",
+                    self.workload.name, m.normalized[i][j]
+                ));
+            }
+        }
+        let t_prop = m.proportional.samples_per_s.unwrap_or(0.0);
+        for v in &self.validation {
+            let norm = if t_prop > 0.0 {
+                v.measured / t_prop
+            } else {
+                0.0
+            };
+            out.push_str(&format!(
+                "{},measured,{},{:.4},{:.3},{norm:.5},\n",
+                self.workload.name, v.cpus, v.memory_gib, v.measured
+            ));
+        }
+        out
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let io = |what: &str, e| ProfileError::Io {
+        context: format!("{what} {}", path.display()),
+        source: e,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io("creating the directory of", e))?;
+    let mut tmp =
+        tempfile::NamedTempFile::new_in(dir).map_err(|e| io("creating a temporary file for", e))?;
+    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
+    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
+    tmp.persist(path)
+        .map_err(|e| io("renaming into", e.error))?;
+    Ok(())
+}
+
+/// A prediction from a profile at one allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfilePrediction {
+    /// Samples per second (when the profile has absolute numbers).
+    pub samples_per_s: Option<f64>,
+    /// Relative to GPU-proportional.
+    pub normalized: f64,
+    /// The limiting stage (when the profile has a model).
+    pub limited_by: Option<Stage>,
+    /// Cache hit ratio (when the profile has a model).
+    pub hit_ratio: Option<f64>,
+}
+
+/// Predicts throughput at `cpus` cores and `memory_gib` GiB: from the fitted model where the profile has
+/// one, else by bilinear interpolation in the normalized matrix (clamped to its edges).
+pub fn predict(p: &Profile, cpus: f64, memory_gib: f64) -> ProfilePrediction {
+    let t_prop = p.matrix.proportional.samples_per_s;
+    if let Some(model) = &p.model {
+        let r = model.predict(cpus, memory_gib * (1u64 << 30) as f64, None);
+        return ProfilePrediction {
+            samples_per_s: Some(r.samples_per_s),
+            normalized: t_prop
+                .filter(|t| *t > 0.0)
+                .map_or(0.0, |t| r.samples_per_s / t),
+            limited_by: Some(r.limited_by),
+            hit_ratio: Some(r.hit_ratio),
+        };
+    }
+    let normalized = interpolate(
+        &p.matrix.cpus,
+        &p.matrix.memory_gib,
+        &p.matrix.normalized,
+        cpus,
+        memory_gib,
+    );
+    ProfilePrediction {
+        samples_per_s: t_prop.map(|t| t * normalized),
+        normalized,
+        limited_by: None,
+        hit_ratio: None,
+    }
+}
+
+/// Bilinear interpolation of `values[row][col]` on axes `xs` (rows) and `ys` (columns), clamped.
+pub fn interpolate(xs: &[f64], ys: &[f64], values: &[Vec<f64>], x: f64, y: f64) -> f64 {
+    let locate = |axis: &[f64], v: f64| -> (usize, usize, f64) {
+        if axis.len() == 1 || v <= axis[0] {
+            return (0, 0, 0.0);
+        }
+        if v >= axis[axis.len() - 1] {
+            let l = axis.len() - 1;
+            return (l, l, 0.0);
+        }
+        let i = axis
+            .windows(2)
+            .position(|w| v <= w[1])
+            .unwrap_or(axis.len() - 2);
+        (i, i + 1, (v - axis[i]) / (axis[i + 1] - axis[i]))
+    };
+    let (r0, r1, fr) = locate(xs, x);
+    let (c0, c1, fc) = locate(ys, y);
+    let lerp = |a: f64, b: f64, f: f64| a + f * (b - a);
+    lerp(
+        lerp(values[r0][c0], values[r0][c1], fc),
+        lerp(values[r1][c0], values[r1][c1], fc),
+        fr,
+    )
+}

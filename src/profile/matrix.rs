@@ -1,0 +1,231 @@
+//! The sensitivity matrix from a fitted model: the grid's axes, throughput at every cell, normalization to
+//! the GPU-proportional share of a server shape, the per-GPU view, and the best-case demand vector.
+
+use super::file::{Allocation, Demand, FittedModel, Matrix, PerGpuMatrix, ServerShape};
+use crate::stall::Stage;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Default CPU axis for a host with `cores` cores: about eight steps, at a round step size.
+pub fn auto_cpu_axis(cores: f64) -> Vec<f64> {
+    let step = [0.25, 0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+        .into_iter()
+        .find(|s| cores / s <= 8.0)
+        .unwrap_or((cores / 8.0).ceil());
+    let mut axis = Vec::new();
+    let mut c = step;
+    while c <= cores + 1e-9 {
+        axis.push((c * 1e6).round() / 1e6);
+        c += step;
+    }
+    if axis.last().is_none_or(|l| (l - cores).abs() > 1e-9) {
+        axis.push(cores);
+    }
+    axis
+}
+
+/// Default memory axis: the footprint plus 0, 25, 50, 75 and 100% of the dataset as cache, GiB.
+pub fn auto_memory_axis(footprint_bytes: u64, dataset_bytes: u64) -> Vec<f64> {
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+        .iter()
+        .map(|f| ((footprint_bytes as f64 + f * dataset_bytes as f64) / GIB * 1e4).round() / 1e4)
+        .collect()
+}
+
+/// Builds the matrix, per-GPU view and demand of a workload with `gpus` GPUs.
+pub fn build(
+    model: &FittedModel,
+    cpus: &[f64],
+    memory_gib: &[f64],
+    gpus: u32,
+    server: &ServerShape,
+    tolerance: f64,
+) -> (Matrix, PerGpuMatrix, Demand) {
+    let g = gpus.max(1) as f64;
+    let prop_cpus = server.cpus_per_gpu() * g;
+    let prop_mem = server.memory_gib_per_gpu() * g;
+    let t_prop = model.predict(prop_cpus, prop_mem * GIB, None).samples_per_s;
+    let norm = |t: f64| if t_prop > 0.0 { t / t_prop } else { 0.0 };
+
+    let mut abs = Vec::with_capacity(cpus.len());
+    let mut lim = Vec::with_capacity(cpus.len());
+    for &c in cpus {
+        let (row, stages): (Vec<f64>, Vec<Stage>) = memory_gib
+            .iter()
+            .map(|&m| {
+                let p = model.predict(c, m * GIB, None);
+                (p.samples_per_s, p.limited_by)
+            })
+            .unzip();
+        abs.push(row);
+        lim.push(stages);
+    }
+    let normalized: Vec<Vec<f64>> = abs
+        .iter()
+        .map(|r| r.iter().map(|&t| norm(t)).collect())
+        .collect();
+
+    let best = abs.iter().flatten().cloned().fold(0.0, f64::max);
+    // Smallest: least share of the server, counting cores and memory as fractions of the proportional
+    // allocation, so neither resource's units dominate; ties go to fewer cores.
+    let mut pick: Option<(f64, usize, usize)> = None;
+    for (i, &c) in cpus.iter().enumerate() {
+        for (j, &m) in memory_gib.iter().enumerate() {
+            if abs[i][j] + 1e-9 < (1.0 - tolerance) * best {
+                continue;
+            }
+            let cost = c / prop_cpus + m / prop_mem;
+            if pick.is_none_or(|(b, _, _)| cost < b - 1e-12) {
+                pick = Some((cost, i, j));
+            }
+        }
+    }
+    let (_, i, j) = pick.unwrap_or((0.0, cpus.len() - 1, memory_gib.len() - 1));
+    let job = Allocation {
+        cpus: cpus[i],
+        memory_gib: memory_gib[j],
+        samples_per_s: Some(abs[i][j]),
+        normalized: normalized[i][j],
+    };
+    let demand = Demand {
+        job,
+        per_gpu: Allocation {
+            cpus: job.cpus / g,
+            memory_gib: job.memory_gib / g,
+            samples_per_s: job.samples_per_s.map(|t| t / g),
+            normalized: job.normalized,
+        },
+        tolerance,
+    };
+    let per_gpu = PerGpuMatrix {
+        cpus: cpus.iter().map(|c| c / g).collect(),
+        memory_gib: memory_gib.iter().map(|m| m / g).collect(),
+        normalized: normalized.clone(),
+    };
+    let matrix = Matrix {
+        cpus: cpus.to_vec(),
+        memory_gib: memory_gib.to_vec(),
+        samples_per_s: Some(abs),
+        normalized,
+        limited_by: Some(lim),
+        proportional: Allocation {
+            cpus: prop_cpus,
+            memory_gib: prop_mem,
+            samples_per_s: Some(t_prop),
+            normalized: 1.0,
+        },
+    };
+    (matrix, per_gpu, demand)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::file::HitRatioRow;
+    use crate::stall::{CpuCurve, CpuPoint, FetchModel, HitModel, StallModel};
+
+    fn model() -> FittedModel {
+        let d = 2u64 << 30;
+        FittedModel {
+            stall: StallModel {
+                accelerator_samples_per_s: 900.0,
+                cpu: CpuCurve::new(vec![
+                    CpuPoint {
+                        cpus: 1.0,
+                        samples_per_s: 300.0,
+                    },
+                    CpuPoint {
+                        cpus: 3.0,
+                        samples_per_s: 900.0,
+                    },
+                ]),
+                fetch: FetchModel {
+                    mean_sample_bytes: 1e5,
+                    storage_bytes_per_s: Some(30e6),
+                    memory_bytes_per_s: 5e9,
+                },
+                footprint_bytes: 1 << 30,
+                dataset_bytes: d,
+                hit_model: HitModel::Minio,
+            },
+            hit_ratios: vec![
+                HitRatioRow {
+                    cache_bytes: 0,
+                    minio: 0.0,
+                    page_cache: 0.0,
+                },
+                HitRatioRow {
+                    cache_bytes: d,
+                    minio: 1.0,
+                    page_cache: 1.0,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn auto_axes_are_round_and_end_at_the_host() {
+        assert_eq!(
+            auto_cpu_axis(2.0),
+            vec![0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+        );
+        assert_eq!(
+            auto_cpu_axis(24.0),
+            vec![3.0, 6.0, 9.0, 12.0, 15.0, 18.0, 21.0, 24.0]
+        );
+        assert_eq!(
+            auto_memory_axis(1 << 30, 4 << 30),
+            vec![1.0, 2.0, 3.0, 4.0, 5.0]
+        );
+    }
+
+    #[test]
+    fn normalized_is_one_at_proportional_and_demand_is_the_smallest_near_best() {
+        let server = ServerShape {
+            gpus: 4,
+            cpus: 12.0,
+            memory_gib: 12.0,
+        };
+        let cpus = [1.0, 2.0, 3.0, 4.0];
+        let mem = [1.0, 2.0, 3.0];
+        let (m, per_gpu, demand) = build(&model(), &cpus, &mem, 1, &server, 0.05);
+        // Proportional: 3 cores, 3 GiB: accelerator-bound (the cache holds the whole dataset).
+        assert_eq!(m.proportional.samples_per_s, Some(900.0));
+        assert!((m.normalized[2][2] - 1.0).abs() < 1e-9);
+        // With no cache, fetch limits everything: 30 MB/s over 100 kB samples.
+        assert!((m.samples_per_s.as_ref().unwrap()[3][0] - 300.0).abs() < 1.0);
+        assert_eq!(m.limited_by.as_ref().unwrap()[3][0], Stage::Fetch);
+        assert_eq!((demand.job.cpus, demand.job.memory_gib), (3.0, 3.0));
+        assert_eq!(per_gpu.cpus, cpus.to_vec());
+        // Monotone in both axes.
+        for i in 0..cpus.len() {
+            for j in 0..mem.len() {
+                if i > 0 {
+                    assert!(m.normalized[i][j] >= m.normalized[i - 1][j]);
+                }
+                if j > 0 {
+                    assert!(m.normalized[i][j] >= m.normalized[i][j - 1]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn demand_per_gpu_divides_by_gpus() {
+        let server = ServerShape {
+            gpus: 8,
+            cpus: 24.0,
+            memory_gib: 500.0,
+        };
+        let (_, per_gpu, demand) = build(
+            &model(),
+            &[1.0, 2.0, 3.0, 4.0],
+            &[1.0, 3.0],
+            2,
+            &server,
+            0.05,
+        );
+        assert_eq!(demand.per_gpu.cpus, demand.job.cpus / 2.0);
+        assert_eq!(per_gpu.memory_gib, vec![0.5, 1.5]);
+    }
+}

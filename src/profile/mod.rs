@@ -1,0 +1,9 @@
+//! Profiles: the plan that measures a workload cheaply (optimistic profiling), the sensitivity matrix
+//! derived from the data-stall model, and the versioned profile file (`synergy-profile/1`) with its reader,
+//! validator and CSV export.
+
+pub mod file;
+pub mod matrix;
+pub mod plan;
+
+pub use file::{Profile, ProfileError, SCHEMA};

@@ -1,0 +1,189 @@
+//! `synergy profile` end to end on a small text workload: the file round-trips through `predict`, an
+//! interrupted profile resumes without re-measuring, and bad profile files are refused by field.
+
+mod common;
+
+use common::{data_dir, run, synergy};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A copy of the built-in text workload over a small dataset, so epochs are short.
+fn small_text_spec(dir: &Path) -> String {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/text.toml"))
+        .unwrap();
+    let text = text
+        .replace(
+            "{data_dir}/text-128m",
+            &format!("{}/text-8m", data_dir().display()),
+        )
+        .replace("size = \"128MiB\"", "size = \"8MiB\"");
+    let p = dir.join("text-small.toml");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn profile_args<'a>(spec: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "profile",
+        spec,
+        "--out",
+        out,
+        "--cpus",
+        "0.5,1,2",
+        "--mem",
+        "0.2,0.5",
+        "--validate",
+        "1",
+        "--json",
+    ]
+}
+
+#[test]
+fn a_profile_round_trips_through_predict() {
+    if !common::have_cgroups() {
+        eprintln!("skipped: needs root and cgroup v1");
+        return;
+    }
+    let _g = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let spec = small_text_spec(d.path());
+    let out = d.path().join("text.json");
+    let out_s = out.display().to_string();
+    let o = run(&profile_args(&spec, &out_s));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["schema"], "synergy-profile/1");
+    assert!(out.with_extension("csv").exists());
+    assert!(
+        !out.with_extension("trials.jsonl").exists(),
+        "the journal goes once the profile is written"
+    );
+    // Text is light on CPU: the sweep needs only its two ends, both at the accelerator rate.
+    let cpu_trials = p["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == "cpu")
+        .count();
+    assert_eq!(cpu_trials, 2);
+    let m = &p["matrix"];
+    let abs = m["samples_per_s"].as_array().unwrap();
+    for (i, c) in m["cpus"].as_array().unwrap().iter().enumerate() {
+        for (j, g) in m["memory_gib"].as_array().unwrap().iter().enumerate() {
+            let o = run(&[
+                "predict",
+                &out_s,
+                "--cpus",
+                &c.to_string(),
+                "--mem",
+                &g.to_string(),
+                "--json",
+            ]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            let want = abs[i][j].as_f64().unwrap();
+            assert!((v["samples_per_s"].as_f64().unwrap() - want).abs() < 1e-6 * want.max(1.0));
+        }
+    }
+    let val = p["validation"].as_array().unwrap();
+    assert_eq!(val.len(), 1);
+    let err = p["validation_summary"][1]["median_error"].as_f64().unwrap();
+    assert!(err < 0.1, "text is flat: the model predicts it ({err})");
+}
+
+#[test]
+fn an_interrupted_profile_resumes_without_remeasuring() {
+    if !common::have_cgroups() {
+        eprintln!("skipped: needs root and cgroup v1");
+        return;
+    }
+    let _g = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let spec = small_text_spec(d.path());
+    let out = d.path().join("resume.json");
+    let out_s = out.display().to_string();
+    let journal = out.with_extension("trials.jsonl");
+    let mut child = synergy()
+        .args(profile_args(&spec, &out_s))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while std::fs::read_to_string(&journal).map_or(0, |t| t.lines().count()) < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no trial finished"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(!out.exists(), "no profile from an interrupted run");
+    let saved: Vec<serde_json::Value> = std::fs::read_to_string(&journal)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(saved.len() >= 2);
+
+    let mut args = profile_args(&spec, &out_s);
+    args.push("--resume");
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trials = p["trials"].as_array().unwrap();
+    for s in &saved {
+        assert!(trials.contains(s), "a journaled trial was measured again");
+    }
+}
+
+#[test]
+fn bad_profiles_are_refused_with_the_field_named() {
+    let d = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("notjson.json", "{ nope", &["not JSON"]),
+        (
+            "schema.json",
+            r#"{"schema": "synergy-profile/9"}"#,
+            &["schema", "synergy-profile/9"],
+        ),
+        (
+            "missing.json",
+            r#"{"schema": "synergy-profile/1", "source": "x"}"#,
+            &["workload"],
+        ),
+        (
+            "ragged.json",
+            r#"{"schema": "synergy-profile/1", "source": "x",
+                "workload": {"name": "m", "batch_size": 1, "gpus": 1, "hit_model": "minio"},
+                "server": {"gpus": 8, "cpus": 24, "memory_gib": 500},
+                "matrix": {"cpus": [1, 2], "memory_gib": [10, 20], "normalized": [[1, 1], [1]],
+                           "proportional": {"cpus": 3, "memory_gib": 62.5, "normalized": 1}},
+                "per_gpu": {"cpus": [1, 2], "memory_gib": [10, 20], "normalized": [[1, 1], [1, 1]]},
+                "demand": {"job": {"cpus": 1, "memory_gib": 10, "normalized": 1},
+                           "per_gpu": {"cpus": 1, "memory_gib": 10, "normalized": 1}, "tolerance": 0.05}}"#,
+            &["matrix.normalized[1]"],
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let o = run(&[
+            "predict",
+            &p.display().to_string(),
+            "--cpus",
+            "1",
+            "--mem",
+            "10",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(&p.display().to_string()), "{name}: {err}");
+        for w in want {
+            assert!(err.contains(w), "{name}: `{w}` not in {err}");
+        }
+        assert!(!err.contains("panicked"));
+    }
+}
