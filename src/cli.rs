@@ -382,6 +382,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         min_measure_s: args.min_seconds,
         max_total_s: args.max_seconds,
         rel_precision: args.precision,
+        first_epoch_only: false,
     };
     req.no_progress_timeout = Duration::from_secs_f64(args.max_seconds.clamp(10.0, 30.0));
 

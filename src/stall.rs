@@ -285,12 +285,25 @@ pub struct StallModel {
     pub cpu: CpuCurve,
     /// F(h).
     pub fetch: FetchModel,
-    /// Memory the workload needs besides its cache, bytes.
+    /// Memory the workload needs besides its cache, bytes: the most seen at any core count.
     pub footprint_bytes: u64,
+    /// The footprint seen at each measured core count (more cores run more loader workers, each with
+    /// buffers); interpolated between, and `footprint_bytes` where empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub footprint_points: Vec<FootprintPoint>,
     /// Bytes in the dataset.
     pub dataset_bytes: u64,
     /// Which cache model turns memory into a hit ratio.
     pub hit_model: HitModel,
+}
+
+/// Memory the workload used besides its cache at one core count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FootprintPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// Bytes.
+    pub bytes: u64,
 }
 
 /// A prediction at one allocation.
@@ -305,9 +318,28 @@ pub struct Prediction {
 }
 
 impl StallModel {
-    /// Cache bytes left at `memory_bytes` of total memory once the footprint is paid.
-    pub fn cache_bytes(&self, memory_bytes: f64) -> f64 {
-        (memory_bytes - self.footprint_bytes as f64).max(0.0)
+    /// The footprint at `cpus` cores, bytes.
+    pub fn footprint_at(&self, cpus: f64) -> f64 {
+        let curve = CpuCurve::new(
+            self.footprint_points
+                .iter()
+                .map(|p| CpuPoint {
+                    cpus: p.cpus,
+                    samples_per_s: p.bytes as f64,
+                })
+                .collect(),
+        );
+        match (curve.points.first(), curve.points.last()) {
+            (Some(first), _) if cpus <= first.cpus => first.samples_per_s,
+            (Some(_), Some(last)) if cpus >= last.cpus => last.samples_per_s,
+            (Some(_), Some(_)) => curve.at(cpus),
+            _ => self.footprint_bytes as f64,
+        }
+    }
+
+    /// Cache bytes left at `memory_bytes` of total memory once the footprint at `cpus` cores is paid.
+    pub fn cache_bytes(&self, cpus: f64, memory_bytes: f64) -> f64 {
+        (memory_bytes - self.footprint_at(cpus)).max(0.0)
     }
 
     /// T(c, m) and its limiting stage, with `hit` giving the hit ratio for a cache size in bytes.
@@ -317,7 +349,7 @@ impl StallModel {
         memory_bytes: f64,
         hit: &mut dyn FnMut(f64) -> f64,
     ) -> Prediction {
-        let h = hit(self.cache_bytes(memory_bytes));
+        let h = hit(self.cache_bytes(cpus, memory_bytes));
         let g = self.accelerator_samples_per_s;
         let p = self.cpu.at(cpus);
         let f = self.fetch.rate(h);
@@ -408,13 +440,44 @@ mod tests {
             memory_bytes_per_s: 5e9,
         };
         assert!((f.rate(0.0) - 200.0).abs() < 1e-9);
-        assert!(f.rate(0.5) > 399.0 && f.rate(0.5) < 400.0);
+        assert!(f.rate(0.5) > 398.0 && f.rate(0.5) < 400.0);
         assert!(f.rate(1.0) > 40_000.0);
         let unbounded = FetchModel {
             storage_bytes_per_s: None,
             ..f
         };
         assert!(unbounded.rate(0.0).is_infinite());
+    }
+
+    #[test]
+    fn the_footprint_follows_the_cores() {
+        let m = StallModel {
+            accelerator_samples_per_s: 1.0,
+            cpu: CpuCurve::new(vec![]),
+            fetch: FetchModel {
+                mean_sample_bytes: 1.0,
+                storage_bytes_per_s: None,
+                memory_bytes_per_s: 1.0,
+            },
+            footprint_bytes: 300,
+            footprint_points: vec![
+                FootprintPoint {
+                    cpus: 2.0,
+                    bytes: 300,
+                },
+                FootprintPoint {
+                    cpus: 1.0,
+                    bytes: 100,
+                },
+            ],
+            dataset_bytes: 1,
+            hit_model: HitModel::Minio,
+        };
+        assert_eq!(m.footprint_at(0.5), 100.0);
+        assert_eq!(m.footprint_at(1.5), 200.0);
+        assert_eq!(m.footprint_at(4.0), 300.0);
+        assert_eq!(m.cache_bytes(1.5, 250.0), 50.0);
+        assert_eq!(m.cache_bytes(2.0, 250.0), 0.0);
     }
 
     #[test]
@@ -437,6 +500,7 @@ mod tests {
                 memory_bytes_per_s: 5e9,
             },
             footprint_bytes: 100 << 20,
+            footprint_points: Vec::new(),
             dataset_bytes: 200 << 20,
             hit_model: HitModel::Minio,
         };

@@ -19,6 +19,10 @@ pub struct EstimatorConfig {
     pub max_total_s: f64,
     /// Stop once the 95% confidence half-width is at most this fraction of the mean.
     pub rel_precision: f64,
+    /// Measure the first epoch only: later steps are ignored and end the trial (a cold-cache trial stays
+    /// cold only until the dataset comes round again).
+    #[serde(default)]
+    pub first_epoch_only: bool,
 }
 
 impl Default for EstimatorConfig {
@@ -30,6 +34,7 @@ impl Default for EstimatorConfig {
             min_measure_s: 3.0,
             max_total_s: 60.0,
             rel_precision: 0.02,
+            first_epoch_only: false,
         }
     }
 }
@@ -76,6 +81,8 @@ pub enum StopReason {
     NoProgress,
     /// The user interrupted (SIGINT or SIGTERM).
     Interrupted,
+    /// The first epoch ended (with `first_epoch_only`).
+    EpochEnded,
 }
 
 impl std::fmt::Display for StopReason {
@@ -86,6 +93,7 @@ impl std::fmt::Display for StopReason {
             StopReason::WorkloadExited => "workload exited",
             StopReason::NoProgress => "no progress",
             StopReason::Interrupted => "interrupted",
+            StopReason::EpochEnded => "first epoch ended",
         })
     }
 }
@@ -102,6 +110,7 @@ enum Obs {
 pub struct Estimator {
     cfg: EstimatorConfig,
     obs: Vec<Obs>,
+    epoch_ended: bool,
 }
 
 /// Fewest batches the interval is computed from: fewer make Student's t too wide to be useful.
@@ -115,6 +124,7 @@ impl Estimator {
         Estimator {
             cfg,
             obs: Vec::new(),
+            epoch_ended: false,
         }
     }
 
@@ -126,6 +136,16 @@ impl Estimator {
     /// Records a step of `samples` that finished `t_s` seconds after the trial started.
     pub fn push_step(&mut self, t_s: f64, samples: f64, epoch: Option<u64>) {
         let epoch = epoch.unwrap_or(0);
+        if self.cfg.first_epoch_only {
+            let first = match self.obs.first() {
+                Some(Obs::Step { epoch, .. }) => *epoch,
+                _ => epoch,
+            };
+            if epoch > first || self.epoch_ended {
+                self.epoch_ended = true;
+                return;
+            }
+        }
         self.obs.push(Obs::Step {
             t_s,
             samples,
@@ -136,6 +156,11 @@ impl Estimator {
     /// Records a rate the workload reported itself at `t_s` (e.g. tqdm's it/s).
     pub fn push_rate(&mut self, t_s: f64, samples_per_s: f64) {
         self.obs.push(Obs::Rate { t_s, samples_per_s });
+    }
+
+    /// Whether a step of a later epoch arrived while measuring the first epoch only.
+    pub fn epoch_ended(&self) -> bool {
+        self.epoch_ended
     }
 
     /// Steps (or rate reports) seen so far.
@@ -350,7 +375,25 @@ mod tests {
             min_measure_s: 2.0,
             max_total_s: 60.0,
             rel_precision: 0.02,
+            first_epoch_only: false,
         }
+    }
+
+    #[test]
+    fn first_epoch_only_ignores_and_flags_later_epochs() {
+        let mut c = cfg();
+        c.first_epoch_only = true;
+        let mut e = Estimator::new(c);
+        let mut t = 0.0;
+        for _ in 0..50 {
+            t += 0.1;
+            e.push_step(t, 32.0, Some(0));
+        }
+        assert!(!e.epoch_ended());
+        t += 0.01;
+        e.push_step(t, 3200.0, Some(1));
+        assert!(e.epoch_ended());
+        assert!((e.estimate().unwrap().samples_per_s - 320.0).abs() < 1.0);
     }
 
     #[test]

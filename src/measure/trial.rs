@@ -638,6 +638,9 @@ fn observe(
         if tally.est.converged().is_some() {
             break StopReason::Converged;
         }
+        if tally.est.epoch_ended() {
+            break StopReason::EpochEnded;
+        }
         if let Some(status) = running.poll_exit() {
             // The reader finishes once the pipe's last writer is gone; take everything it read.
             if let Some(handle) = reader.as_ref() {

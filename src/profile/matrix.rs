@@ -145,6 +145,7 @@ mod tests {
                     memory_bytes_per_s: 5e9,
                 },
                 footprint_bytes: 1 << 30,
+                footprint_points: Vec::new(),
                 dataset_bytes: d,
                 hit_model: HitModel::Minio,
             },

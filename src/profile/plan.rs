@@ -14,7 +14,9 @@ use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{pagecache, IsolationKind};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
-use crate::stall::{minio_hit_ratio, CpuCurve, CpuPoint, FetchModel, HitModel, LruSim, StallModel};
+use crate::stall::{
+    minio_hit_ratio, CpuCurve, CpuPoint, FetchModel, FootprintPoint, HitModel, LruSim, StallModel,
+};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::spec::CacheKind;
 use crate::workload::{dataset, WorkloadSpec};
@@ -305,11 +307,25 @@ pub fn run_profile(
         .result
         .clone();
     let ds = first.dataset.clone();
+    // The model charges the cache with what is left beside the memory the workload was seen to use; the
+    // memory axis starts no lower than the spec's footprint, which trials refuse to go below.
     let measured_footprint = cpu_trials
         .iter()
         .filter_map(|t| t.result.telemetry.memory_peak_bytes)
         .max();
-    let footprint = measured_footprint.unwrap_or(0).max(spec.footprint.0);
+    let footprint = measured_footprint.unwrap_or(spec.footprint.0);
+    let mut footprint_points: Vec<FootprintPoint> = cpu_trials
+        .iter()
+        .filter_map(|t| {
+            Some(FootprintPoint {
+                cpus: t.result.allocation.cpus.0,
+                bytes: t.result.telemetry.memory_peak_bytes?,
+            })
+        })
+        .collect();
+    footprint_points.sort_by(|a, b| a.cpus.total_cmp(&b.cpus));
+    footprint_points.dedup_by(|a, b| a.cpus == b.cpus);
+    let axis_base = footprint.max(spec.footprint.0);
     let curve = CpuCurve::new(
         sweep
             .iter()
@@ -342,27 +358,35 @@ pub fn run_profile(
     };
     let mut storage_seen = None;
     if let Some(files) = &files {
+        // Cold for its whole length: only the first epoch counts, and an application cache gets no room.
         let mut cold = base_request(spec, c_max);
         cold.cache_state = CacheState::Cold;
         cold.storage_limit = req.storage_limit;
-        match hit_model {
-            HitModel::Minio => cold.cache_bytes = Some(Bytes(0)),
-            HitModel::PageCache => {
-                cold.mem_limit = Some(Bytes(footprint + footprint / 4 + (32 << 20)))
+        cold.estimator.first_epoch_only = true;
+        cold.estimator.warmup_s = 1.0;
+        cold.estimator.min_measure_s = 2.0;
+        if hit_model == HitModel::Minio {
+            cold.cache_bytes = Some(Bytes(0));
+        }
+        match run.trial(TrialRole::Fetch, None, cold) {
+            Ok(r) => {
+                let t_cold = r.throughput.samples_per_s;
+                storage_seen = r.telemetry.storage_read_bytes_per_s;
+                // Bytes per sample as the workload really reads them (readahead and all).
+                if let Some(read) = r.telemetry.storage_read_bytes.filter(|b| *b > 0) {
+                    fetch.mean_sample_bytes = read as f64 / r.samples.max(1.0);
+                }
+                if t_cold < 0.95 * curve.at(c_max) {
+                    fetch.storage_bytes_per_s =
+                        Some(storage_seen.unwrap_or(t_cold * fetch.mean_sample_bytes));
+                }
             }
+            // A whole epoch went by before a rate could be estimated: storage is far faster than the
+            // pipeline, so fetch never limits.
+            Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {}
+            Err(e) => return Err(e),
         }
-        let r = run.trial(TrialRole::Fetch, None, cold)?;
-        let t_cold = r.throughput.samples_per_s;
-        storage_seen = r.telemetry.storage_read_bytes_per_s;
-        // Bytes per sample as the workload really reads them (readahead and all), when the cgroup counts.
-        if let Some(read) = r.telemetry.storage_read_bytes.filter(|b| *b > 0) {
-            fetch.mean_sample_bytes = read as f64 / r.samples.max(1.0);
-        }
-        let t_warm = curve.at(c_max);
-        if t_cold < 0.95 * t_warm {
-            fetch.storage_bytes_per_s = Some(t_cold * fetch.mean_sample_bytes);
-        }
-        // Memory bandwidth for hits: read the (now cached) dataset once more.
+        // Memory bandwidth for hits: read the cached dataset once more.
         let paths: Vec<_> = files.paths().map(Path::to_path_buf).collect();
         let _ = pagecache::prewarm(&paths);
         let t0 = Instant::now();
@@ -396,6 +420,7 @@ pub fn run_profile(
             cpu: curve,
             fetch,
             footprint_bytes: footprint,
+            footprint_points,
             dataset_bytes,
             hit_model,
         },
@@ -404,7 +429,7 @@ pub fn run_profile(
     let memory_axis = req
         .memory_gib
         .clone()
-        .unwrap_or_else(|| matrix::auto_memory_axis(footprint, dataset_bytes));
+        .unwrap_or_else(|| matrix::auto_memory_axis(axis_base, dataset_bytes));
     let gpus = req.gpus.unwrap_or(spec.gpus).max(1);
     let host_mem = host_memory_bytes();
     let server = req.server.unwrap_or(ServerShape {
@@ -442,7 +467,9 @@ pub fn run_profile(
         r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
         let mem = (mem_gib * GIB) as u64;
         match hit_model {
-            HitModel::Minio => r.cache_bytes = Some(Bytes(mem.saturating_sub(footprint))),
+            HitModel::Minio => {
+                r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem as f64) as u64))
+            }
             HitModel::PageCache => r.mem_limit = Some(Bytes(mem)),
         }
         r
@@ -462,17 +489,14 @@ pub fn run_profile(
         }
         for (role, c, mg) in points {
             let r = run.trial(role, Some(mg), constrained(c, mg))?;
+            let predicted = |hm| model.predict(c, mg * GIB, Some(hm)).samples_per_s;
             validation.push(ValidationPoint {
                 cpus: c,
                 memory_gib: mg,
                 measured: r.throughput.samples_per_s,
                 measured_ci95: r.throughput.ci95_half_width,
-                predicted_minio: model
-                    .predict(c, mg * GIB, Some(HitModel::Minio))
-                    .samples_per_s,
-                predicted_page_cache: model
-                    .predict(c, mg * GIB, Some(HitModel::PageCache))
-                    .samples_per_s,
+                predicted_minio: predicted(HitModel::Minio),
+                predicted_page_cache: predicted(HitModel::PageCache),
                 role,
             });
         }
