@@ -5,10 +5,10 @@
 # (synthetic, CPU sweep, fetch) against those of the whole grid, and the prediction error over the grid's
 # points for both hit-ratio models. Needs root and cgroup v1; takes about 25 minutes on 2 cores.
 #
-# usage: scripts/bench-profiler.sh [STORAGE_LIMIT (default 20MB/s)] [CPU_AXIS (default 0.5,1,1.5,2)]
+# usage: scripts/bench-profiler.sh [STORAGE_LIMIT (default 40MB/s)] [CPU_AXIS (default 0.5,1,1.5,2)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-limit="${1:-20MB/s}"
+limit="${1:-40MB/s}"
 cpus="${2:-0.5,1,1.5,2}"
 cargo build --release --quiet
 bin="${CARGO_TARGET_DIR:-target}/release/synergy"

@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 const GIB: f64 = (1u64 << 30) as f64;
+/// Confidence half-width, relative, at which a validation or exhaustive trial stops.
+const VALIDATION_PRECISION: f64 = 0.04;
 /// Longest first epoch a validation trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 120.0;
 
@@ -465,6 +467,8 @@ pub fn run_profile(
             r.estimator.warmup_epochs = 1;
         }
         r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
+        // Cache hits make step times noisier; these points check the model, so ±4% is precise enough.
+        r.estimator.rel_precision = VALIDATION_PRECISION;
         let mem = (mem_gib * GIB) as u64;
         match hit_model {
             HitModel::Minio => {
