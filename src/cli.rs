@@ -544,6 +544,20 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
             }
         );
     }
+    if let (Some(model), [a, b]) = (&p.model, p.validation_summary.as_slice()) {
+        let (own, other) = if a.hit_model == model.stall.hit_model {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        if other.median_error + 0.01 < own.median_error {
+            let _ = writeln!(
+                o,
+                "  note         the {} model fits the validation points better than the spec's {}; check `cache` in the spec",
+                other.hit_model, own.hit_model
+            );
+        }
+    }
     o
 }
 

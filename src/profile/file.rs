@@ -656,3 +656,105 @@ pub fn interpolate(xs: &[f64], ys: &[f64], values: &[Vec<f64>], x: f64, y: f64) 
         fr,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_shapes_parse() {
+        let s: ServerShape = "8gpu,24cpu,500gb".parse().unwrap();
+        assert_eq!((s.gpus, s.cpus, s.memory_gib), (8, 24.0, 500.0));
+        assert_eq!(s.cpus_per_gpu(), 3.0);
+        assert_eq!(s.memory_gib_per_gpu(), 62.5);
+        assert!("8gpu,24cpu".parse::<ServerShape>().is_err());
+        assert!("8gpu,24cpu,500parsecs".parse::<ServerShape>().is_err());
+    }
+
+    #[test]
+    fn bilinear_interpolation_is_exact_on_the_grid_and_clamped_outside() {
+        let v = vec![vec![1.0, 2.0], vec![3.0, 4.0]];
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.0, 20.0), 2.0);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.5, 15.0), 2.5);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 9.0, 99.0), 4.0);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 0.0, 0.0), 1.0);
+    }
+
+    fn tiny() -> Profile {
+        let a = Allocation {
+            cpus: 1.0,
+            memory_gib: 1.0,
+            samples_per_s: None,
+            normalized: 1.0,
+        };
+        Profile {
+            schema: SCHEMA.into(),
+            source: "test".into(),
+            workload: WorkloadInfo {
+                name: "m".into(),
+                spec: None,
+                description: String::new(),
+                batch_size: 1,
+                gpus: 1,
+                hit_model: HitModel::Minio,
+                iter_time_s: Some(0.5),
+                class: Some("image".into()),
+                dataset: None,
+            },
+            host: None,
+            created: None,
+            trials: Vec::new(),
+            model: None,
+            server: ServerShape {
+                gpus: 8,
+                cpus: 24.0,
+                memory_gib: 500.0,
+            },
+            matrix: Matrix {
+                cpus: vec![1.0, 2.0],
+                memory_gib: vec![1.0, 2.0],
+                samples_per_s: None,
+                normalized: vec![vec![0.5, 0.6], vec![0.9, 1.0]],
+                limited_by: None,
+                proportional: a,
+            },
+            per_gpu: PerGpuMatrix {
+                cpus: vec![1.0, 2.0],
+                memory_gib: vec![1.0, 2.0],
+                normalized: vec![vec![0.5, 0.6], vec![0.9, 1.0]],
+            },
+            demand: Demand {
+                job: a,
+                per_gpu: a,
+                tolerance: 0.05,
+            },
+            validation: Vec::new(),
+            validation_summary: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn profiles_round_trip_through_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("m.json");
+        let p = tiny();
+        p.write(&path).unwrap();
+        assert_eq!(Profile::read(&path).unwrap(), p);
+        let csv = std::fs::read_to_string(path.with_extension("csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + 4);
+        assert_eq!(predict(&p, 1.5, 1.5).normalized, 0.75);
+    }
+
+    #[test]
+    fn an_unknown_field_is_named_with_its_path() {
+        let mut v = serde_json::to_value(tiny()).unwrap();
+        v["matrix"]["colour"] = serde_json::json!("blue");
+        let err = Profile::parse(&v.to_string(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("p.json") && err.contains("matrix") && err.contains("colour"),
+            "{err}"
+        );
+    }
+}

@@ -211,6 +211,100 @@ mod tests {
         }
     }
 
+    /// Property: for random monotone models and axes, the matrix is monotone in both axes, normalized is
+    /// 1.0 at the proportional allocation, and the demand is within tolerance of the best cell while no
+    /// cheaper cell is.
+    #[test]
+    fn random_models_give_monotone_matrices_and_a_minimal_demand() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for case in 0..200 {
+            let g = rng.random_range(50.0..2000.0);
+            let mut pts = Vec::new();
+            let mut t: f64 = 0.0;
+            for k in 1..=rng.random_range(1..6) {
+                t += rng.random_range(1.0..500.0);
+                pts.push(CpuPoint {
+                    cpus: k as f64 * rng.random_range(0.25..2.0),
+                    samples_per_s: t.min(g),
+                });
+            }
+            let d = rng.random_range(1u64..8) << 30;
+            let mut rows = Vec::new();
+            let mut h = 0.0;
+            for k in 0..=10u64 {
+                h = f64::min(1.0, h + rng.random_range(0.0..0.2));
+                rows.push(HitRatioRow {
+                    cache_bytes: d * k / 10,
+                    minio: k as f64 / 10.0,
+                    page_cache: if k == 10 { 1.0 } else { h },
+                });
+            }
+            let model = FittedModel {
+                stall: StallModel {
+                    accelerator_samples_per_s: g,
+                    cpu: CpuCurve::new(pts),
+                    fetch: FetchModel {
+                        mean_sample_bytes: rng.random_range(1e3..1e6),
+                        storage_bytes_per_s: Some(rng.random_range(1e6..1e9)),
+                        memory_bytes_per_s: 1e10,
+                    },
+                    footprint_bytes: 1 << 29,
+                    footprint_points: Vec::new(),
+                    dataset_bytes: d,
+                    hit_model: if case % 2 == 0 {
+                        HitModel::Minio
+                    } else {
+                        HitModel::PageCache
+                    },
+                },
+                hit_ratios: rows,
+            };
+            let cpus = auto_cpu_axis(rng.random_range(2.0..32.0));
+            let mem = auto_memory_axis(1 << 29, d);
+            let server = ServerShape {
+                gpus: 8,
+                cpus: *cpus.last().unwrap() * 2.0,
+                memory_gib: 500.0,
+            };
+            let tol = 0.05;
+            let (m, _, demand) = build(&model, &cpus, &mem, 1, &server, tol);
+            let abs = m.samples_per_s.as_ref().unwrap();
+            for i in 0..cpus.len() {
+                for j in 0..mem.len() {
+                    if i > 0 {
+                        assert!(abs[i][j] + 1e-9 >= abs[i - 1][j], "case {case}: cpus");
+                    }
+                    if j > 0 {
+                        assert!(abs[i][j] + 1e-9 >= abs[i][j - 1], "case {case}: memory");
+                    }
+                }
+            }
+            let best = abs.iter().flatten().cloned().fold(0.0, f64::max);
+            let t_d = demand.job.samples_per_s.unwrap();
+            assert!(
+                t_d + 1e-9 >= (1.0 - tol) * best,
+                "case {case}: demand within tolerance"
+            );
+            let cost = |c: f64, g: f64| c / m.proportional.cpus + g / m.proportional.memory_gib;
+            let d_cost = cost(demand.job.cpus, demand.job.memory_gib);
+            for (i, &c) in cpus.iter().enumerate() {
+                for (j, &g) in mem.iter().enumerate() {
+                    if abs[i][j] + 1e-9 >= (1.0 - tol) * best {
+                        assert!(
+                            cost(c, g) >= d_cost - 1e-9,
+                            "case {case}: a cheaper cell qualifies"
+                        );
+                    }
+                }
+            }
+            let p = model
+                .predict(m.proportional.cpus, m.proportional.memory_gib * GIB, None)
+                .samples_per_s;
+            assert!((p / m.proportional.samples_per_s.unwrap() - 1.0).abs() < 1e-12);
+        }
+    }
+
     #[test]
     fn demand_per_gpu_divides_by_gpus() {
         let server = ServerShape {
