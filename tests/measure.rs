@@ -4,15 +4,7 @@
 
 mod common;
 
-use common::{have_cgroups, measure, rate, serial};
-
-fn skip_without_cgroups() -> bool {
-    if !have_cgroups() {
-        eprintln!("skipped: needs root and cgroup v1");
-        return true;
-    }
-    false
-}
+use common::{measure, rate, serial, skip_without_cgroups};
 
 /// The emulated accelerator's rate, measured with synthetic input.
 fn gpu_rate(workload: &str) -> f64 {

@@ -40,8 +40,7 @@ fn profile_args<'a>(spec: &'a str, out: &'a str) -> Vec<&'a str> {
 
 #[test]
 fn a_profile_round_trips_through_predict() {
-    if !common::have_cgroups() {
-        eprintln!("skipped: needs root and cgroup v1");
+    if common::skip_without_cgroups() {
         return;
     }
     let _g = common::serial();
@@ -93,8 +92,7 @@ fn a_profile_round_trips_through_predict() {
 
 #[test]
 fn an_interrupted_profile_resumes_without_remeasuring() {
-    if !common::have_cgroups() {
-        eprintln!("skipped: needs root and cgroup v1");
+    if common::skip_without_cgroups() {
         return;
     }
     let _g = common::serial();

@@ -64,8 +64,7 @@ fn interrupt_mid_trial(signal: i32, isolation: &str) {
 
 #[test]
 fn sigint_cleans_up() {
-    if !common::have_cgroups() {
-        eprintln!("skipped: needs root and cgroup v1");
+    if common::skip_without_cgroups() {
         return;
     }
     interrupt_mid_trial(libc::SIGINT, "cgroup-v1");
@@ -73,8 +72,7 @@ fn sigint_cleans_up() {
 
 #[test]
 fn sigterm_cleans_up() {
-    if !common::have_cgroups() {
-        eprintln!("skipped: needs root and cgroup v1");
+    if common::skip_without_cgroups() {
         return;
     }
     interrupt_mid_trial(libc::SIGTERM, "cgroup-v1");

@@ -263,15 +263,6 @@ mod tests {
         }
     }
 
-    fn cpus_allowed(pid: u32) -> String {
-        fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_default()
-    }
-
     #[test]
     fn pins_a_child_tracks_it_and_kills_its_group() {
         let available = cpus::own_affinity().expect("affinity");
@@ -291,7 +282,10 @@ mod tests {
         }
         let mut child = cmd.spawn().expect("spawn");
         d.adopt(child.id() as i32);
-        assert_eq!(cpus_allowed(child.id()), available[0].to_string());
+        assert_eq!(
+            super::cpus::cpus_allowed(child.id()),
+            available[0].to_string()
+        );
         std::thread::sleep(Duration::from_millis(600));
         let pids = d.pids();
         assert!(
@@ -306,7 +300,10 @@ mod tests {
             let mut b = budget(1.0);
             b.cpu_list = Some(vec![available[1]]);
             d.update(&b).expect("update");
-            assert_eq!(cpus_allowed(child.id()), available[1].to_string());
+            assert_eq!(
+                super::cpus::cpus_allowed(child.id()),
+                available[1].to_string()
+            );
         }
         d.destroy().expect("destroy");
         assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));

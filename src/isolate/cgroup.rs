@@ -1052,15 +1052,6 @@ mod tests {
             .expect("spawn a test child")
     }
 
-    fn cpus_allowed(pid: u32) -> String {
-        fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_default()
-    }
-
     /// A file of `size` bytes, written, synced and evicted so it starts cold.
     fn cold_file(dir: &Path, size: usize) -> PathBuf {
         let path = dir.join("data.bin");
@@ -1215,12 +1206,12 @@ mod tests {
         bud.cpu_list = Some(vec![first]);
         let mut d = b.create_domain(&unique("upd"), &bud).expect("create");
         let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
-        assert_eq!(cpus_allowed(child.id()), first.to_string());
+        assert_eq!(super::cpus::cpus_allowed(child.id()), first.to_string());
         let mut bud2 = budget(0.5);
         bud2.cpu_list = Some(vec![second]);
         bud2.mem_limit = Some(Bytes(128 << 20));
         d.update(&bud2).expect("update");
-        assert_eq!(cpus_allowed(child.id()), second.to_string());
+        assert_eq!(super::cpus::cpus_allowed(child.id()), second.to_string());
         assert_eq!(d.cpu_list(), &[second]);
         let cpu_dir = d.dir_of::<CpuController>().expect("cpu dir").to_path_buf();
         assert_eq!(

@@ -149,6 +149,17 @@ pub(crate) fn quota_us(cpus: f64, cores: usize) -> Option<u64> {
     Some(((cpus * CFS_PERIOD_US as f64).round() as u64).max(1_000))
 }
 
+/// The `Cpus_allowed_list` of a process, as the kernel reports it (for tests that check pinning).
+#[cfg(test)]
+pub(crate) fn cpus_allowed(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|v| v.trim().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,6 +99,15 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
     pids
 }
 
+/// True (after saying so) when this host cannot run cgroup tests: the caller returns early.
+pub fn skip_without_cgroups() -> bool {
+    if have_cgroups() {
+        return false;
+    }
+    eprintln!("skipped: needs root and cgroup v1");
+    true
+}
+
 /// Whether this host lets us make cgroup v1 children (root with the controllers mounted).
 pub fn have_cgroups() -> bool {
     // SAFETY: geteuid has no preconditions.
