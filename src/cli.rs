@@ -529,9 +529,10 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
     for s in &p.validation_summary {
         let _ = writeln!(
             o,
-            "  validation   {} model: median error {:.1}%, max {:.1}% over {} points{}",
+            "  validation   {} model: median error {:.1}%, mean {:.1}%, max {:.1}% over {} points{}",
             s.hit_model,
             100.0 * s.median_error,
+            100.0 * s.mean_error,
             100.0 * s.max_error,
             s.points,
             if p.model

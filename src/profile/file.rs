@@ -368,6 +368,8 @@ pub struct ErrorSummary {
     pub points: usize,
     /// Median relative error.
     pub median_error: f64,
+    /// Mean relative error.
+    pub mean_error: f64,
     /// Largest relative error.
     pub max_error: f64,
 }

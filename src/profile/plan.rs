@@ -619,6 +619,7 @@ fn summarize(points: &[ValidationPoint], model: HitModel) -> Option<ErrorSummary
         hit_model: model,
         points: n,
         median_error: median,
+        mean_error: errs.iter().sum::<f64>() / n as f64,
         max_error: errs[n - 1],
     })
 }
