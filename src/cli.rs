@@ -341,7 +341,8 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         cluster,
         round_s: args.round_s,
         window,
-        record_rounds: true,
+        // Per-round records only feed --out; a sweep's summaries do without them.
+        record_rounds: args.out.is_some(),
     };
     let mut points = Vec::new();
     for p in &policies {

@@ -36,6 +36,8 @@ pub struct JobState {
     pub first_start_s: Option<f64>,
     /// When it last held GPUs (its arrival until it first runs): the starvation guard counts from here.
     pub last_run_s: f64,
+    /// Set once it has waited longer than [`STARVATION_S`]; it keeps priority until it finishes.
+    pub starved: bool,
     /// Rounds in which tune demoted it.
     pub demotions: u32,
     /// Whether its id is in the measurement window.

@@ -77,6 +77,7 @@ mod tests {
             attained_s,
             first_start_s: None,
             last_run_s: arrival_s,
+            starved: false,
             demotions: 0,
             in_window: true,
         }

@@ -143,6 +143,7 @@ pub fn run(
     let mut solves = 0u64;
     let mut demotions_total = 0u64;
     let mut rounds_run = 0u64;
+    let mut used_sums = (0.0, 0.0, 0.0);
 
     loop {
         while let Some(j) = next.filter(|j| j.arrival_s <= now) {
@@ -158,6 +159,7 @@ pub fn run(
                 attained_s: 0.0,
                 first_start_s: None,
                 last_run_s: j.arrival_s,
+                starved: false,
                 demotions: 0,
                 in_window: in_window(j.id),
             });
@@ -180,13 +182,11 @@ pub fn run(
         } else {
             keyed.clear();
             let guard = policy.starvation_guard();
-            for (i, j) in active.iter().enumerate() {
-                let starved = guard && now - j.last_run_s > STARVATION_S;
-                let key = if starved {
-                    j.arrival_s
-                } else {
-                    policy.key(j, now)
-                };
+            for (i, j) in active.iter_mut().enumerate() {
+                // Sticky: a job that ran one round and lost its priority again would starve anew.
+                j.starved |= guard && now - j.last_run_s > STARVATION_S;
+                // Starved jobs form a tier of their own, ordered among themselves by the policy too.
+                let (starved, key) = (j.starved, policy.key(j, now));
                 keyed.push((!starved, key, j.arrival_s, j.id, i));
             }
             keyed.sort_unstable_by(|a, b| {
@@ -269,6 +269,9 @@ pub fn run(
                 job.attained_s += cfg.round_s;
             }
         }
+        used_sums.0 += gpus_used as f64;
+        used_sums.1 += cpus_used;
+        used_sums.2 += mem_used;
         if cfg.record_rounds {
             rounds.push(RoundRecord {
                 start_s: now,
@@ -308,6 +311,7 @@ pub fn run(
             job_rounds,
             wall_s: started.elapsed().as_secs_f64(),
             demotions: demotions_total,
+            used_sums,
             solves,
             solve_s_total,
             solve_s_max,

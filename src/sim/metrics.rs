@@ -98,6 +98,8 @@ pub struct RunFacts {
     pub wall_s: f64,
     /// Demotions in all.
     pub demotions: u64,
+    /// GPUs, cores and GiB allocated, summed over rounds (for mean utilization without round records).
+    pub used_sums: (f64, f64, f64),
     /// Rounds the optimizer ran.
     pub solves: u64,
     /// Optimizer seconds in all.
@@ -231,7 +233,7 @@ impl SimResult {
             e.1 += 1;
         }
         let n = measured.len().max(1) as f64;
-        let nr = rounds.len().max(1) as f64;
+        let nr = f.rounds.max(1) as f64;
         let (tg, tc, tm) = (
             cluster.total_gpus() as f64,
             cluster.total_cpus(),
@@ -252,9 +254,9 @@ impl SimResult {
                 .collect(),
             ftf_mean: measured.iter().map(|j| j.ftf).sum::<f64>() / n,
             ftf_max: measured.iter().map(|j| j.ftf).fold(0.0, f64::max),
-            gpu_util: rounds.iter().map(|r| r.gpus_used as f64 / tg).sum::<f64>() / nr,
-            cpu_util: rounds.iter().map(|r| r.cpus_used / tc).sum::<f64>() / nr,
-            memory_util: rounds.iter().map(|r| r.memory_gib_used / tm).sum::<f64>() / nr,
+            gpu_util: f.used_sums.0 / tg / nr,
+            cpu_util: f.used_sums.1 / tc / nr,
+            memory_util: f.used_sums.2 / tm / nr,
             demotions: f.demotions,
             jobs_demoted: measured.iter().filter(|j| j.demotions > 0).count() as u64,
             rounds: f.rounds,
