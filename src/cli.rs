@@ -399,10 +399,16 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
     } else if results.len() == 1 {
         print!("{}", sim::output::render_summary(&results[0].summary));
     } else {
-        let rows: Vec<(f64, u64, sim::Summary)> = points
+        let rows: Vec<(Option<f64>, Option<u64>, sim::Summary)> = points
             .iter()
             .zip(&results)
-            .map(|(p, r)| (p.load_jobs_per_h, p.seed, r.summary.clone()))
+            .map(|(p, r)| {
+                (
+                    generated.then_some(p.load_jobs_per_h),
+                    generated.then_some(p.seed),
+                    r.summary.clone(),
+                )
+            })
             .collect();
         print!("{}", sim::output::render_sweep(&rows));
     }

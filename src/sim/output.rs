@@ -63,8 +63,8 @@ pub fn render_summary(s: &Summary) -> String {
     o
 }
 
-/// One line per configuration of a sweep.
-pub fn render_sweep(rows: &[(f64, u64, Summary)]) -> String {
+/// One line per configuration of a sweep; load and seed are None for a trace file.
+pub fn render_sweep(rows: &[(Option<f64>, Option<u64>, Summary)]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -87,8 +87,8 @@ pub fn render_sweep(rows: &[(f64, u64, Summary)]) -> String {
             "{:<6} {:<13} {:>6} {:>5} {:>10.2} {:>10.2} {:>10.1} {:>10.1} {:>8.2} {:>7.1} {:>8.3}",
             s.policy,
             s.mechanism,
-            load,
-            seed,
+            load.map_or("-".to_string(), |l| l.to_string()),
+            seed.map_or("-".to_string(), |x| x.to_string()),
             s.jct.mean_h,
             s.jct.median_h,
             s.jct.p99_h,
