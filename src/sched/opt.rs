@@ -224,6 +224,47 @@ fn round_counts(values: &[f64], n: usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    use crate::sched::place::speeds;
+    use crate::sim::cluster::{ClusterConfig, ServerSpec};
+    use crate::sim::model::JobModel;
+
+    #[test]
+    fn scarce_cores_go_where_they_buy_the_most_and_nobody_drops_below_proportional() {
+        let c = Catalog::new(vec![JobModel {
+            name: "m".into(),
+            class: "image".into(),
+            iter_time_s: 1.0,
+            cpus_axis: vec![1.0, 4.0, 8.0],
+            memory_gib_axis: vec![10.0, 100.0],
+            normalized: vec![vec![0.5, 0.5], vec![1.0, 1.0], vec![2.0, 2.0]],
+            best_cpus_per_gpu: 8.0,
+            best_memory_gib_per_gpu: 10.0,
+            path: "m.json".into(),
+        }])
+        .unwrap();
+        // 4 GPUs, 20 cores: GPU-proportional is 5 cores (speed 1.25); 8 cores would give 2.0.
+        let cfg = ClusterConfig {
+            servers: vec![ServerSpec {
+                gpus: 4,
+                cpus: 20.0,
+                memory_gib: 400.0,
+            }],
+        };
+        let mut state = ClusterState::new(&cfg);
+        let reqs = vec![Request { model: 0, gpus: 1 }; 4];
+        let mut grants = vec![Grant::default(); 4];
+        let stats = Opt::default().allocate(&c, &mut state, &reqs, &mut grants);
+        let bound = stats.bound.expect("the program solves");
+        // Nobody may drop below 5 cores, so the cores are all spoken for: 4 x 1.25 = 5, although each job
+        // alone would take 8.
+        assert!((bound - 5.0).abs() < 1e-6, "{bound}");
+        assert!(state.consistent());
+        for (r, g) in reqs.iter().zip(&grants) {
+            let (speed, prop) = speeds(&c, &state, r, &g.parts);
+            assert!(speed + 1e-9 >= prop);
+        }
+    }
+
     #[test]
     fn rounding_keeps_the_count() {
         assert_eq!(round_counts(&[1.5, 1.5, 0.0], 3).iter().sum::<usize>(), 3);

@@ -262,3 +262,77 @@ pub fn place_with_demotion(
     grants[slot].parts = parts;
     Some(demotions)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::cluster::ClusterConfig;
+    use crate::sim::model::JobModel;
+
+    fn catalog() -> Catalog {
+        Catalog::new(vec![JobModel {
+            name: "m".into(),
+            class: "image".into(),
+            iter_time_s: 1.0,
+            cpus_axis: vec![1.0, 4.0, 8.0],
+            memory_gib_axis: vec![10.0, 100.0],
+            normalized: vec![vec![0.5, 0.5], vec![1.0, 1.0], vec![2.0, 2.0]],
+            best_cpus_per_gpu: 8.0,
+            best_memory_gib_per_gpu: 10.0,
+            path: "m.json".into(),
+        }])
+        .unwrap()
+    }
+
+    #[test]
+    fn demotion_takes_the_most_over_provisioned_first_and_only_as_needed() {
+        let c = catalog();
+        // 4 GPUs, 16 cores, 400 GiB: GPU-proportional is 4 cores and 100 GiB.
+        let cfg = ClusterConfig {
+            servers: vec![ServerSpec {
+                gpus: 4,
+                cpus: 16.0,
+                memory_gib: 400.0,
+            }],
+        };
+        let mut state = ClusterState::new(&cfg);
+        let reqs = vec![Request { model: 0, gpus: 1 }; 4];
+        let mut grants = vec![Grant::default(); 4];
+        for (slot, cpus) in [(0usize, 5.0), (1, 8.0), (2, 1.0)] {
+            let share = Share::PerGpu {
+                cpus,
+                memory_gib: 100.0,
+            };
+            let parts = find(&state, 1, share).unwrap();
+            commit(&mut state, slot, &parts);
+            grants[slot].parts = parts;
+        }
+        assert!(
+            find(&state, 1, Share::Proportional).is_none(),
+            "2 cores are free"
+        );
+        let d = place_with_demotion(&c, &mut state, &reqs, &mut grants, 3).unwrap();
+        assert_eq!(d, 1);
+        assert!(grants[1].demoted && !grants[0].demoted && !grants[2].demoted);
+        assert_eq!(grants[1].parts[0].cpus, 4.0);
+        assert_eq!(grants[3].parts[0].cpus, 4.0);
+        assert!(state.consistent());
+        assert!((state.free_cpus[0] - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn wide_jobs_spread_with_proportional_shares() {
+        let cfg = ClusterConfig::uniform(2, 8, 24.0, 500.0);
+        let mut state = ClusterState::new(&cfg);
+        let p = find(&state, 6, Share::Proportional).unwrap();
+        commit(&mut state, 0, &p);
+        // 2 + 8 free GPUs: a 4-GPU job fits whole on the second server, a 10-GPU one spreads.
+        assert_eq!(find(&state, 4, Share::Proportional).unwrap().len(), 1);
+        let spread = find(&state, 10, Share::Proportional).unwrap();
+        assert_eq!(spread.iter().map(|p| p.gpus).sum::<u32>(), 10);
+        assert!(spread
+            .iter()
+            .all(|p| (p.cpus - 3.0 * p.gpus as f64).abs() < 1e-9));
+        assert!(find(&state, 11, Share::Proportional).is_none());
+    }
+}
