@@ -13,6 +13,10 @@ use crate::sched::place::speeds;
 use crate::sched::{Grant, JobState, Mechanism, Policy, Request, STARVATION_S};
 use std::time::Instant;
 
+/// A run that has not finished its window after this much simulated time (100 years) is stopped rather
+/// than left looping.
+pub const MAX_SIMULATED_S: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
+
 /// Where jobs come from.
 #[derive(Debug, Clone)]
 pub enum TraceSource {
@@ -297,6 +301,11 @@ pub fn run(
             break;
         }
         now += cfg.round_s;
+        if now > MAX_SIMULATED_S {
+            return Err(SimError::NoProgress {
+                simulated_h: now / 3600.0,
+            });
+        }
     }
 
     Ok(SimResult::new(

@@ -24,6 +24,14 @@ pub enum SimError {
     /// A profile file could not be read.
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    /// The window did not finish within [`engine::MAX_SIMULATED_S`]: jobs that can never run.
+    #[error(
+        "the measured jobs had not finished after {simulated_h:.0} simulated hours; giving up"
+    )]
+    NoProgress {
+        /// Simulated time when it gave up, hours.
+        simulated_h: f64,
+    },
     /// Reading or writing failed.
     #[error("{context}")]
     Io {
