@@ -43,6 +43,21 @@ enum Command {
         after_help = "Examples:\n  synergy predict profiles/image.json --cpus 1 --mem 0.5\n  synergy predict profiles/image.json --cpus 0.5 --mem 1 --json"
     )]
     Predict(PredictArgs),
+    /// Simulate a GPU cluster scheduled by a policy and an allocation mechanism, over a trace file or a
+    /// generated (Philly-derived) workload; lists of policies, mechanisms, loads or seeds run as a sweep.
+    #[command(after_help = SIMULATE_EXAMPLES)]
+    Simulate(SimulateArgs),
+    /// Convert the Synergy artifact's published model zoo (JSON) into profile files, one per model.
+    #[command(
+        after_help = "Example:\n  synergy import-zoo ../shared/reference/synergy-model-zoo.json --out-dir profiles/zoo"
+    )]
+    ImportZoo {
+        /// The zoo file.
+        zoo: PathBuf,
+        /// Directory for the profile files.
+        #[arg(long, default_value = "profiles/zoo")]
+        out_dir: PathBuf,
+    },
     /// Generate or inspect datasets.
     #[command(subcommand)]
     Dataset(DatasetCmd),
@@ -138,6 +153,266 @@ struct ProfileArgs {
     /// Print the whole profile as JSON.
     #[arg(long)]
     json: bool,
+}
+
+const SIMULATE_EXAMPLES: &str = "Examples:
+  synergy simulate                                          # paper default: 128 GPUs, 9 jobs/h, FIFO, tune
+  synergy simulate --policy fifo --mechanism proportional,tune --seed 1,2,3,4,5
+  synergy simulate --policy fifo,srtf,las,ftf --mechanism proportional,greedy,tune,opt --load 1,2,3,4,5,6,7,8,9
+  synergy simulate --trace trace.csv --cluster cluster.toml --mechanism tune --out results/
+  synergy simulate --servers 256 --load 144 --jobs 100000 --multi-gpu --json";
+
+#[derive(Debug, clap::Args)]
+struct SimulateArgs {
+    /// Directory of profile files (searched recursively); jobs name models by `workload.name`.
+    #[arg(long, default_value = "profiles")]
+    profiles: PathBuf,
+    /// Cluster file (TOML: `[[servers]]` with count, gpus, cpus, memory_gb); overrides the --server-* flags.
+    #[arg(long)]
+    cluster: Option<PathBuf>,
+    /// Servers.
+    #[arg(long, default_value_t = 16)]
+    servers: u32,
+    /// GPUs per server.
+    #[arg(long, default_value_t = 8)]
+    server_gpus: u32,
+    /// Cores per server.
+    #[arg(long, default_value_t = 24.0)]
+    server_cpus: f64,
+    /// Memory per server, decimal GB (converted to GiB).
+    #[arg(long, default_value_t = 500.0)]
+    server_mem_gb: f64,
+    /// Trace CSV (`id,model,arrival_s,iters,gpus`); without it a workload is generated.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Policies, comma-separated: fifo, srtf, las, ftf.
+    #[arg(long, default_value = "fifo")]
+    policy: String,
+    /// Mechanisms, comma-separated: proportional, greedy, tune, opt.
+    #[arg(long, default_value = "tune")]
+    mechanism: String,
+    /// Generated arrivals per hour, comma-separated for a sweep.
+    #[arg(long, default_value = "9")]
+    load: String,
+    /// Seeds of the generated trace, comma-separated.
+    #[arg(long, default_value = "1")]
+    seed: String,
+    /// Shares of image, language and speech jobs.
+    #[arg(long, default_value = "20,70,10")]
+    split: String,
+    /// Generated jobs take 1/2/4/8 GPUs (0.70/0.10/0.15/0.05) instead of 1.
+    #[arg(long)]
+    multi_gpu: bool,
+    /// Generate this many jobs (default: endless arrivals until the window has finished).
+    #[arg(long)]
+    jobs: Option<u64>,
+    /// Job ids measured, `A-B` or `all` (default: 4000-4999 for an endless generated trace, else all).
+    #[arg(long)]
+    window: Option<String>,
+    /// Round length, seconds.
+    #[arg(long, default_value_t = 300.0)]
+    round_s: f64,
+    /// Parallel simulations in a sweep (default: the host's cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print the summary (or every summary of a sweep) as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Write jobs.csv, rounds.csv and summary.json here (a subdirectory per configuration in a sweep).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn parse_list<T: std::str::FromStr>(flag: &str, s: &str, what: &str) -> Result<Vec<T>, InputError> {
+    let v: Vec<T> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            p.parse::<T>()
+                .map_err(|_| InputError::new(flag, format!("`{p}` is not {what}")))
+        })
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(InputError::new(flag, "is empty"));
+    }
+    Ok(v)
+}
+
+fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
+    use crate::sim::{self, trace, ClusterConfig, SimConfig, TraceSource};
+    let policies: Vec<String> = parse_list("--policy", &args.policy, "a policy")?;
+    for p in &policies {
+        if crate::sched::policy_by_name(p).is_none() {
+            return Err(InputError::new(
+                "--policy",
+                format!("unknown policy `{p}` (choose from fifo, srtf, las, ftf)"),
+            )
+            .into());
+        }
+    }
+    let mechanisms: Vec<String> = parse_list("--mechanism", &args.mechanism, "a mechanism")?;
+    for m in &mechanisms {
+        if crate::sched::mechanism_by_name(m).is_none() {
+            return Err(InputError::new(
+                "--mechanism",
+                format!("unknown mechanism `{m}` (choose from proportional, greedy, tune, opt)"),
+            )
+            .into());
+        }
+    }
+    let loads: Vec<f64> = parse_list("--load", &args.load, "a number of jobs per hour")?;
+    if loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
+        return Err(InputError::new("--load", "loads must be positive").into());
+    }
+    let seeds: Vec<u64> = parse_list("--seed", &args.seed, "a non-negative integer")?;
+    let split: Vec<f64> = parse_list("--split", &args.split, "a number")?;
+    if split.len() != 3 {
+        return Err(InputError::new("--split", "needs three shares: image,language,speech").into());
+    }
+    check_positive("--round-s", args.round_s)?;
+    let cluster = match &args.cluster {
+        Some(p) => ClusterConfig::read(p)?,
+        None => {
+            if args.servers == 0 || args.server_gpus == 0 {
+                return Err(
+                    InputError::new("--servers/--server-gpus", "must be at least 1").into(),
+                );
+            }
+            check_positive("--server-cpus", args.server_cpus)?;
+            check_positive("--server-mem-gb", args.server_mem_gb)?;
+            ClusterConfig::uniform(
+                args.servers,
+                args.server_gpus,
+                args.server_cpus,
+                args.server_mem_gb,
+            )
+        }
+    };
+    let catalog = sim::Catalog::load_dir(&args.profiles)?;
+    let window = match args.window.as_deref() {
+        Some("all") => None,
+        Some(w) => {
+            let bad = || InputError::new("--window", format!("`{w}` is not `A-B` or `all`"));
+            let (a, b) = w.split_once('-').ok_or_else(bad)?;
+            let (a, b): (u64, u64) = (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            );
+            if a > b {
+                return Err(bad().into());
+            }
+            Some((a, b))
+        }
+        None if args.trace.is_none() && args.jobs.is_none() => Some((4000, 4999)),
+        None => None,
+    };
+    let source = match &args.trace {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| InputError::new(&origin, format!("cannot read the trace: {e}")))?;
+            TraceSource::Jobs(trace::parse_csv(
+                &text,
+                &origin,
+                &catalog,
+                cluster.total_gpus(),
+            )?)
+        }
+        None => {
+            let g = trace::GenConfig {
+                seed: seeds[0],
+                load_jobs_per_h: loads[0],
+                split: [split[0], split[1], split[2]],
+                gpu_mode: if args.multi_gpu {
+                    trace::GpuMode::Multi
+                } else {
+                    trace::GpuMode::Single
+                },
+                jobs: args.jobs,
+            };
+            // Validates the class models and shares before any thread starts.
+            trace::Generator::new(g.clone(), &catalog)?;
+            TraceSource::Generated(g)
+        }
+    };
+    let generated = matches!(source, TraceSource::Generated(_));
+    let cfg = SimConfig {
+        cluster,
+        round_s: args.round_s,
+        window,
+        // Per-round records only feed --out; a sweep's summaries do without them.
+        record_rounds: args.out.is_some(),
+    };
+    let mut points = Vec::new();
+    for p in &policies {
+        for m in &mechanisms {
+            for &load in if generated { &loads[..] } else { &loads[..1] } {
+                for &seed in if generated { &seeds[..] } else { &seeds[..1] } {
+                    points.push(sim::sweep::Point {
+                        policy: p.clone(),
+                        mechanism: m.clone(),
+                        load_jobs_per_h: load,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads)?;
+    if let Some(dir) = &args.out {
+        for (p, r) in points.iter().zip(&results) {
+            let d = if points.len() == 1 {
+                dir.clone()
+            } else {
+                dir.join(format!(
+                    "{}-{}-load{}-seed{}",
+                    p.policy, p.mechanism, p.load_jobs_per_h, p.seed
+                ))
+            };
+            sim::output::write_dir(r, &d)?;
+        }
+    }
+    if args.json {
+        let summaries: Vec<serde_json::Value> = points
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| {
+                let mut v = serde_json::to_value(&r.summary).expect("summaries serialize");
+                if generated {
+                    v["load_jobs_per_h"] = p.load_jobs_per_h.into();
+                    v["seed"] = p.seed.into();
+                }
+                v
+            })
+            .collect();
+        if summaries.len() == 1 {
+            println!("{}", serde_json::to_string_pretty(&summaries[0])?);
+        } else {
+            println!("{}", serde_json::to_string_pretty(&summaries)?);
+        }
+    } else if results.len() == 1 {
+        print!("{}", sim::output::render_summary(&results[0].summary));
+    } else {
+        let rows: Vec<(Option<f64>, Option<u64>, sim::Summary)> = points
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| {
+                (
+                    generated.then_some(p.load_jobs_per_h),
+                    generated.then_some(p.seed),
+                    r.summary.clone(),
+                )
+            })
+            .collect();
+        print!("{}", sim::output::render_sweep(&rows));
+    }
+    Ok(0)
 }
 
 #[derive(Debug, clap::Args)]
@@ -291,6 +566,9 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(p) = e.downcast_ref::<ProfileError>() {
         return matches!(p, ProfileError::Invalid(_));
     }
+    if let Some(s) = e.downcast_ref::<crate::sim::SimError>() {
+        return s.is_input();
+    }
     matches!(
         e.downcast_ref::<IsolateError>(),
         Some(IsolateError::Budget(_))
@@ -302,6 +580,14 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Measure(args) => measure_cmd(args),
         Command::Profile(args) => profile_cmd(args),
         Command::Predict(args) => predict_cmd(args),
+        Command::Simulate(args) => simulate_cmd(args),
+        Command::ImportZoo { zoo, out_dir } => {
+            let written = crate::profile::zoo::import_zoo(&zoo, &out_dir)?;
+            for p in &written {
+                println!("{}", p.display());
+            }
+            Ok(0)
+        }
         Command::Dataset(DatasetCmd::Gen {
             kind,
             size,

@@ -3,7 +3,8 @@
 //!
 //! The profiler side is built from [`workload`] (specs, datasets, built-in workloads, launching),
 //! [`isolate`] (cgroup and affinity budgets, page-cache control) and [`measure`] (progress, throughput
-//! estimation, telemetry, one trial). [`cli`] is the command line over them.
+//! estimation, telemetry, one trial). The scheduler side is [`sched`] (policies and mechanisms) and
+//! [`sim`] (the cluster simulator that drives them over traces). [`cli`] is the command line over them.
 
 pub mod cancel;
 pub mod cli;
@@ -11,6 +12,8 @@ pub mod error;
 pub mod isolate;
 pub mod measure;
 pub mod profile;
+pub mod sched;
+pub mod sim;
 pub mod stall;
 pub mod units;
 pub mod workload;

@@ -5,5 +5,6 @@
 pub mod file;
 pub mod matrix;
 pub mod plan;
+pub mod zoo;
 
 pub use file::{Profile, ProfileError, SCHEMA};

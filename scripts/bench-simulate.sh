@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The simulator's benchmark (issue 4): wall time and simulated job-rounds per second for
+#   1. the paper default (128 GPUs, 9 jobs/h, single-GPU jobs, split 20/70/10, window 4000-4999): FIFO with
+#      GPU-proportional against FIFO with tune over 5 seeds, mean JCTs beside the published 81 h and 22 h;
+#   2. a 100,000-job trace on 2,048 GPUs (256 servers, multi-GPU jobs at 72 jobs/h: about the paper's GPU load);
+#   3. the full sweep: 4 policies x 4 mechanisms x loads 1..9 jobs/h, in parallel;
+#   4. opt on the paper default: its per-round solve time and its mean JCT against tune's.
+# Targets: 1 < 1 s per run (release), 2 < 60 s, 3 < 2 min on 2 cores, 4 < 1 s per round; tune >= 3x better
+# than proportional and each 5-seed mean within 20% of the reference. Takes about a minute on 2 cores.
+#
+# usage: scripts/bench-simulate.sh [SEEDS (default 1,2,3,4,5)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds="${1:-1,2,3,4,5}"
+cargo build --release --quiet
+bin="${CARGO_TARGET_DIR:-target}/release/synergy"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+timed() { # timed NAME ARGS...: runs synergy simulate --json, keeps its JSON and wall time
+  local name="$1"; shift
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$bin" simulate --json "$@" >"$out/$name.json"
+  t1=$(date +%s.%N)
+  echo "$t0 $t1" >"$out/$name.wall"
+}
+
+# One simulation per process, one at a time, so wall times are single-run times.
+IFS=, read -ra seed_list <<<"$seeds"
+for s in "${seed_list[@]}"; do
+  for m in proportional tune opt; do
+    timed "paper-$m-$s" --policy fifo --mechanism "$m" --seed "$s" --threads 1
+  done
+done
+timed big-proportional --servers 256 --load 72 --jobs 100000 --multi-gpu --mechanism proportional --threads 1
+timed big-tune --servers 256 --load 72 --jobs 100000 --multi-gpu --mechanism tune --threads 1
+timed sweep --policy fifo,srtf,las,ftf --mechanism proportional,greedy,tune,opt --load 1,2,3,4,5,6,7,8,9
+
+python3 - "$out" "$seeds" <<'PY'
+import json, sys, pathlib, statistics as st
+out, seeds = pathlib.Path(sys.argv[1]), sys.argv[2].split(",")
+def load(name):
+    t0, t1 = map(float, (out / f"{name}.wall").read_text().split())
+    return json.loads((out / f"{name}.json").read_text()), t1 - t0
+print("1. paper default: 128 GPUs, 9 jobs/h, single-GPU, split 20/70/10, window 4000-4999, FIFO")
+print(f"   {'seed':>4} {'proportional h':>15} {'tune h':>8} {'ratio':>6} {'wall s (prop/tune)':>19} {'job-rounds/s':>13}")
+prop, tune, opt, solve_mean, solve_max, walls = [], [], [], [], [], []
+for s in seeds:
+    p, wp = load(f"paper-proportional-{s}")
+    t, wt = load(f"paper-tune-{s}")
+    o, _ = load(f"paper-opt-{s}")
+    prop.append(p["jct"]["mean_h"]); tune.append(t["jct"]["mean_h"]); opt.append(o["jct"]["mean_h"])
+    solve_mean.append(o["solve_s_mean"]); solve_max.append(o["solve_s_max"]); walls += [wp, wt]
+    print(f"   {s:>4} {p['jct']['mean_h']:>15.1f} {t['jct']['mean_h']:>8.1f} {p['jct']['mean_h']/t['jct']['mean_h']:>5.2f}x"
+          f" {wp:>9.3f}/{wt:<9.3f} {t['job_rounds_per_s']:>13.0f}")
+mp, mt = st.mean(prop), st.mean(tune)
+def within(x, ref): return f"{100*(x-ref)/ref:+.0f}% vs {ref} h ({'within' if abs(x-ref) <= 0.2*ref else 'NOT within'} 20%)"
+print(f"   mean {mp:.1f} h -> {mt:.1f} h: {mp/mt:.2f}x (target >= 3x; published 3.7x)")
+print(f"   proportional {within(mp, 81)}; tune {within(mt, 22)}")
+print(f"   slowest single run {max(walls):.3f} s wall including process start (target < 1 s)")
+print()
+print("2. 100,000 jobs on 2,048 GPUs (256 servers, 72 jobs/h, multi-GPU jobs: 1.9 GPUs per job on average)")
+for m in ["proportional", "tune"]:
+    r, w = load(f"big-{m}")
+    print(f"   {m:<13} {w:7.2f} s wall, {r['job_rounds']} job-rounds, {r['job_rounds']/w:,.0f} job-rounds/s, mean JCT {r['jct']['mean_h']:.1f} h (target < 60 s)")
+print()
+rows, w = load("sweep")
+jr = sum(r["job_rounds"] for r in rows)
+print(f"3. full sweep: {len(rows)} configurations (4 policies x 4 mechanisms x loads 1..9) in {w:.1f} s wall,"
+      f" {jr/w:,.0f} job-rounds/s (target < 120 s)")
+print(f"   mean JCT (h) at 9 jobs/h, seed 1:")
+print(f"   {'policy':<6} " + " ".join(f"{m:>12}" for m in ["proportional", "greedy", "tune", "opt"]))
+for pol in ["fifo", "srtf", "las", "ftf"]:
+    cells = {r["mechanism"]: r["jct"]["mean_h"] for r in rows if r["policy"] == pol and r["load_jobs_per_h"] == 9}
+    print(f"   {pol:<6} " + " ".join(f"{cells[m]:>12.1f}" for m in ["proportional", "greedy", "tune", "opt"]))
+print()
+mo = st.mean(opt)
+print(f"4. opt on the paper default (FIFO, {len(seeds)} seeds): {1e3*st.mean(solve_mean):.2f} ms per round on average,"
+      f" slowest round {1e3*max(solve_max):.1f} ms (target < 1000 ms)")
+print(f"   mean JCT opt {mo:.1f} h vs tune {mt:.1f} h: tune is {100*(mt-mo)/mo:+.1f}% from opt (published: within about 10%)")
+PY

@@ -1,0 +1,155 @@
+//! Scheduling seams: a [`Policy`] orders jobs each round, a [`Mechanism`] gives the runnable ones GPUs,
+//! cores and memory on servers (DESIGN.md 5.3 and 5.4).
+
+pub mod mechanism;
+pub mod opt;
+pub mod place;
+pub mod policy;
+
+use crate::sim::cluster::{ClusterState, Part};
+use crate::sim::model::Catalog;
+
+pub use mechanism::{Greedy, Proportional, Tune};
+pub use opt::Opt;
+pub use policy::{Fifo, Ftf, Las, Srtf};
+
+/// A job that has arrived and not finished, as policies see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobState {
+    /// Trace id.
+    pub id: u64,
+    /// Catalog index of its model.
+    pub model: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// Arrival, seconds.
+    pub arrival_s: f64,
+    /// Seconds per iteration at GPU-proportional share.
+    pub iter_time_s: f64,
+    /// Iterations in all.
+    pub total_iters: u64,
+    /// Iterations left.
+    pub remaining_iters: u64,
+    /// Seconds it has held GPUs.
+    pub attained_s: f64,
+    /// When it first ran.
+    pub first_start_s: Option<f64>,
+    /// When it last held GPUs (its arrival until it first runs): the starvation guard counts from here.
+    pub last_run_s: f64,
+    /// Set once it has waited longer than [`STARVATION_S`]; it keeps priority until it finishes.
+    pub starved: bool,
+    /// Rounds in which tune demoted it.
+    pub demotions: u32,
+    /// Whether its id is in the measurement window.
+    pub in_window: bool,
+}
+
+impl JobState {
+    /// Remaining time at GPU-proportional speed, seconds.
+    pub fn remaining_s(&self) -> f64 {
+        self.remaining_iters as f64 * self.iter_time_s
+    }
+    /// Duration alone on a GPU-proportional share, seconds (the finish-time-fairness denominator).
+    pub fn isolated_s(&self) -> f64 {
+        self.total_iters as f64 * self.iter_time_s
+    }
+}
+
+/// Waiting longer than this (1000 h) since a job last ran (or arrived) puts it ahead under SRTF, LAS and
+/// FTF (DESIGN.md 5.2).
+pub const STARVATION_S: f64 = 1000.0 * 3600.0;
+
+/// Orders jobs: the runnable set is taken in this order while GPU counts fit.
+pub trait Policy: Send + Sync {
+    /// Its name on the command line.
+    fn name(&self) -> &'static str;
+    /// Sort key at round start `now_s`: lower runs first (ties break by arrival).
+    fn key(&self, job: &JobState, now_s: f64) -> f64;
+    /// Whether jobs that waited more than [`STARVATION_S`] go first.
+    fn starvation_guard(&self) -> bool {
+        true
+    }
+    /// Whether the order is arrival order, which the engine keeps without sorting.
+    fn is_arrival_order(&self) -> bool {
+        false
+    }
+}
+
+/// One job the mechanism must serve this round, in policy order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Request {
+    /// Catalog index of its model.
+    pub model: u32,
+    /// GPUs.
+    pub gpus: u32,
+}
+
+/// What a job got this round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Grant {
+    /// Its share of each server it runs on; empty when skipped.
+    pub parts: Vec<Part>,
+    /// Whether tune demoted it to GPU-proportional to make room for another job.
+    pub demoted: bool,
+}
+
+impl Grant {
+    /// GPUs, cores and memory (GiB) in all.
+    pub fn totals(&self) -> (u32, f64, f64) {
+        self.parts.iter().fold((0, 0.0, 0.0), |(g, c, m), p| {
+            (g + p.gpus, c + p.cpus, m + p.memory_gib)
+        })
+    }
+}
+
+/// Per-round facts a mechanism reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MechanismStats {
+    /// Jobs demoted to GPU-proportional to make room.
+    pub demotions: u32,
+    /// Seconds spent in the optimizer (opt only).
+    pub solve_s: f64,
+    /// The optimizer's bound on total normalized throughput (opt only).
+    pub bound: Option<f64>,
+}
+
+/// Allocates GPUs, cores and memory to the runnable jobs on an empty cluster.
+pub trait Mechanism: Send {
+    /// Its name on the command line.
+    fn name(&self) -> &'static str;
+    /// Fills `grants[i]` for `runnable[i]` (all GPU counts fit the cluster together); `state` starts free.
+    fn allocate(
+        &mut self,
+        catalog: &Catalog,
+        state: &mut ClusterState,
+        runnable: &[Request],
+        grants: &mut [Grant],
+    ) -> MechanismStats;
+}
+
+/// A policy by name.
+pub fn policy_by_name(name: &str) -> Option<Box<dyn Policy>> {
+    Some(match name {
+        "fifo" => Box::new(Fifo),
+        "srtf" => Box::new(Srtf),
+        "las" => Box::new(Las),
+        "ftf" => Box::new(Ftf),
+        _ => return None,
+    })
+}
+
+/// A mechanism by name.
+pub fn mechanism_by_name(name: &str) -> Option<Box<dyn Mechanism>> {
+    Some(match name {
+        "proportional" => Box::new(Proportional),
+        "greedy" => Box::new(Greedy),
+        "tune" => Box::new(Tune),
+        "opt" => Box::new(Opt::default()),
+        _ => return None,
+    })
+}
+
+/// Policy names, in table order.
+pub const POLICIES: [&str; 4] = ["fifo", "srtf", "las", "ftf"];
+/// Mechanism names, in table order.
+pub const MECHANISMS: [&str; 4] = ["proportional", "greedy", "tune", "opt"];

@@ -1,0 +1,316 @@
+//! The cluster model: server shapes (from a TOML file or flags) and, during a round, each server's free
+//! GPUs, cores and memory, with the jobs placed on it. It refuses to over-allocate any server.
+
+use crate::error::InputError;
+use crate::profile::zoo::gb_to_gib;
+use serde::Deserialize;
+use std::path::Path;
+
+/// One server's capacity.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerSpec {
+    /// GPUs.
+    pub gpus: u32,
+    /// CPU cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+}
+
+impl ServerSpec {
+    /// Cores per GPU at GPU-proportional share.
+    pub fn cpus_per_gpu(&self) -> f64 {
+        self.cpus / self.gpus as f64
+    }
+    /// Memory per GPU at GPU-proportional share, GiB.
+    pub fn memory_gib_per_gpu(&self) -> f64 {
+        self.memory_gib / self.gpus as f64
+    }
+}
+
+/// The servers of a cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// Every server, in placement order.
+    pub servers: Vec<ServerSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterFile {
+    servers: Vec<ServerGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerGroup {
+    #[serde(default = "one")]
+    count: u32,
+    gpus: u32,
+    cpus: f64,
+    #[serde(default)]
+    memory_gb: Option<f64>,
+    #[serde(default)]
+    memory_gib: Option<f64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl ClusterConfig {
+    /// `servers` identical servers; memory in decimal GB as the paper states it (converted to GiB).
+    pub fn uniform(servers: u32, gpus: u32, cpus: f64, memory_gb: f64) -> ClusterConfig {
+        ClusterConfig {
+            servers: vec![
+                ServerSpec {
+                    gpus,
+                    cpus,
+                    memory_gib: gb_to_gib(memory_gb),
+                };
+                servers as usize
+            ],
+        }
+    }
+
+    /// The paper's default: 16 servers of 8 GPUs, 24 cores and 500 GB.
+    pub fn paper_default() -> ClusterConfig {
+        Self::uniform(16, 8, 24.0, 500.0)
+    }
+
+    /// Parses a cluster file:
+    /// `[[servers]]` tables with `count` (default 1), `gpus`, `cpus`, and `memory_gb` or `memory_gib`.
+    pub fn parse(text: &str, origin: &str) -> Result<ClusterConfig, InputError> {
+        let file: ClusterFile = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            match e.span() {
+                Some(span) => {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    InputError::new(origin, format!("line {line}: {msg}"))
+                }
+                None => InputError::new(origin, msg),
+            }
+        })?;
+        let mut servers = Vec::new();
+        for (i, g) in file.servers.iter().enumerate() {
+            let field = |f: &str| format!("servers[{i}].{f}");
+            if g.count == 0 {
+                return Err(InputError::field(
+                    origin,
+                    field("count"),
+                    "must be at least 1",
+                ));
+            }
+            if g.gpus == 0 {
+                return Err(InputError::field(
+                    origin,
+                    field("gpus"),
+                    "must be at least 1",
+                ));
+            }
+            if !(g.cpus.is_finite() && g.cpus > 0.0) {
+                return Err(InputError::field(origin, field("cpus"), "must be positive"));
+            }
+            let memory_gib = match (g.memory_gb, g.memory_gib) {
+                (Some(gb), None) => gb_to_gib(gb),
+                (None, Some(gib)) => gib,
+                _ => {
+                    return Err(InputError::field(
+                        origin,
+                        field("memory_gb"),
+                        "give exactly one of memory_gb (decimal GB) and memory_gib",
+                    ))
+                }
+            };
+            if !(memory_gib.is_finite() && memory_gib > 0.0) {
+                return Err(InputError::field(
+                    origin,
+                    field("memory_gb"),
+                    "must be positive",
+                ));
+            }
+            for _ in 0..g.count {
+                servers.push(ServerSpec {
+                    gpus: g.gpus,
+                    cpus: g.cpus,
+                    memory_gib,
+                });
+            }
+        }
+        if servers.is_empty() {
+            return Err(InputError::field(origin, "servers", "lists no server"));
+        }
+        Ok(ClusterConfig { servers })
+    }
+
+    /// Reads a cluster file.
+    pub fn read(path: &Path) -> Result<ClusterConfig, InputError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(&origin, format!("cannot read the cluster file: {e}")))?;
+        Self::parse(&text, &origin)
+    }
+
+    /// GPUs in the whole cluster.
+    pub fn total_gpus(&self) -> u64 {
+        self.servers.iter().map(|s| s.gpus as u64).sum()
+    }
+    /// Cores in the whole cluster.
+    pub fn total_cpus(&self) -> f64 {
+        self.servers.iter().map(|s| s.cpus).sum()
+    }
+    /// Memory in the whole cluster, GiB.
+    pub fn total_memory_gib(&self) -> f64 {
+        self.servers.iter().map(|s| s.memory_gib).sum()
+    }
+    /// GPUs of the widest server.
+    pub fn max_server_gpus(&self) -> u32 {
+        self.servers.iter().map(|s| s.gpus).max().unwrap_or(0)
+    }
+}
+
+/// A job's share of one server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Part {
+    /// Server index.
+    pub server: u32,
+    /// GPUs there.
+    pub gpus: u32,
+    /// Cores there.
+    pub cpus: f64,
+    /// Memory there, GiB.
+    pub memory_gib: f64,
+}
+
+/// Slack for floating-point sums of cores and GiB.
+pub const EPS: f64 = 1e-9;
+
+/// Free capacity of every server during one round, and which jobs (by round slot) sit where.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    /// Server shapes.
+    pub specs: Vec<ServerSpec>,
+    /// Free GPUs per server.
+    pub free_gpus: Vec<u32>,
+    /// Free cores per server.
+    pub free_cpus: Vec<f64>,
+    /// Free memory per server, GiB.
+    pub free_memory_gib: Vec<f64>,
+    /// Slots of the jobs placed on each server this round.
+    pub residents: Vec<Vec<u32>>,
+    /// Servers that still have a free GPU, in index order (placement scans only these).
+    pub open: Vec<u32>,
+    /// Free GPUs in the whole cluster.
+    pub free_gpus_total: u64,
+}
+
+impl ClusterState {
+    /// An empty cluster.
+    pub fn new(cfg: &ClusterConfig) -> ClusterState {
+        let mut s = ClusterState {
+            specs: cfg.servers.clone(),
+            free_gpus: Vec::new(),
+            free_cpus: Vec::new(),
+            free_memory_gib: Vec::new(),
+            residents: vec![Vec::new(); cfg.servers.len()],
+            open: Vec::new(),
+            free_gpus_total: 0,
+        };
+        s.reset();
+        s
+    }
+
+    /// Frees everything (rounds allocate from scratch).
+    pub fn reset(&mut self) {
+        self.free_gpus.clear();
+        self.free_cpus.clear();
+        self.free_memory_gib.clear();
+        self.open.clear();
+        self.free_gpus_total = 0;
+        for (i, s) in self.specs.iter().enumerate() {
+            self.free_gpus.push(s.gpus);
+            self.free_cpus.push(s.cpus);
+            self.free_memory_gib.push(s.memory_gib);
+            self.residents[i].clear();
+            self.open.push(i as u32);
+            self.free_gpus_total += s.gpus as u64;
+        }
+    }
+
+    /// Whether `part` fits on its server now.
+    pub fn fits(&self, server: usize, gpus: u32, cpus: f64, memory_gib: f64) -> bool {
+        self.free_gpus[server] >= gpus
+            && self.free_cpus[server] + EPS >= cpus
+            && self.free_memory_gib[server] + EPS >= memory_gib
+    }
+
+    /// Takes `part` for job `slot`; the caller has checked that it fits.
+    pub fn take(&mut self, slot: u32, p: Part) {
+        let s = p.server as usize;
+        debug_assert!(
+            self.fits(s, p.gpus, p.cpus, p.memory_gib),
+            "server {s} over-allocated: {p:?} with {} GPUs, {} cores, {} GiB free",
+            self.free_gpus[s],
+            self.free_cpus[s],
+            self.free_memory_gib[s]
+        );
+        self.free_gpus[s] -= p.gpus;
+        self.free_cpus[s] -= p.cpus;
+        self.free_memory_gib[s] -= p.memory_gib;
+        self.free_gpus_total -= p.gpus as u64;
+        if p.gpus > 0 {
+            self.residents[s].push(slot);
+        }
+        if self.free_gpus[s] == 0 {
+            if let Some(k) = self.open.iter().position(|&x| x == p.server) {
+                self.open.remove(k);
+            }
+        }
+    }
+
+    /// Gives back cores and memory (not GPUs) of a part when a job is demoted; a negative amount takes
+    /// more (a job brought up to its share in one dimension while it gives up the other).
+    pub fn give_back(&mut self, server: u32, cpus: f64, memory_gib: f64) {
+        let s = server as usize;
+        self.free_cpus[s] += cpus;
+        self.free_memory_gib[s] += memory_gib;
+        debug_assert!(
+            self.free_cpus[s] >= -EPS && self.free_memory_gib[s] >= -EPS,
+            "server {s} over-allocated by a demotion"
+        );
+        debug_assert!(self.free_cpus[s] <= self.specs[s].cpus + EPS);
+        debug_assert!(self.free_memory_gib[s] <= self.specs[s].memory_gib + EPS);
+    }
+
+    /// Whether no server holds more than its capacity.
+    pub fn consistent(&self) -> bool {
+        self.specs.iter().enumerate().all(|(i, s)| {
+            self.free_gpus[i] <= s.gpus
+                && self.free_cpus[i] >= -EPS
+                && self.free_memory_gib[i] >= -EPS
+                && self.free_cpus[i] <= s.cpus + EPS
+                && self.free_memory_gib[i] <= s.memory_gib + EPS
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_files_name_line_and_field() {
+        let c = ClusterConfig::parse(
+            "[[servers]]\ncount = 2\ngpus = 8\ncpus = 24\nmemory_gb = 500\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.total_gpus(), 16);
+        let e = ClusterConfig::parse("[[servers]]\ngpus = 8\ncpus = 'x'\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+        let e = ClusterConfig::parse("[[servers]]\ngpus = 8\ncpus = 4\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("servers[0].memory_gb"), "{e}");
+        let e = ClusterConfig::parse("servers = []\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("servers"), "{e}");
+    }
+}

@@ -1,0 +1,329 @@
+//! The round loop (DESIGN.md 5.1): every 300 s the policy orders the active jobs, the runnable set takes
+//! them in that order while their GPU counts fit, the mechanism allocates from scratch, and each running
+//! job advances floor(300 / (iter_time / speed)) iterations. Per-round work is proportional to the active
+//! jobs only: finished jobs leave the active list at once.
+
+use super::cluster::{ClusterConfig, ClusterState};
+use super::metrics::{JobRecord, RoundRecord, SimResult};
+use super::model::Catalog;
+use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
+use super::SimError;
+use crate::error::InputError;
+use crate::sched::place::speeds;
+use crate::sched::{Grant, JobState, Mechanism, Policy, Request, STARVATION_S};
+use std::time::Instant;
+
+/// A run that has not finished its window after this much simulated time (100 years) is stopped rather
+/// than left looping.
+pub const MAX_SIMULATED_S: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
+
+/// Where jobs come from.
+#[derive(Debug, Clone)]
+pub enum TraceSource {
+    /// A finite list (a CSV trace), in arrival order.
+    Jobs(Vec<TraceJob>),
+    /// The Philly-derived generator.
+    Generated(GenConfig),
+}
+
+/// How a simulation runs.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The servers.
+    pub cluster: ClusterConfig,
+    /// Round length, seconds (300 in the paper).
+    pub round_s: f64,
+    /// Job ids whose JCTs are measured, inclusive; the run ends when they have all finished. None: all
+    /// jobs of a finite trace.
+    pub window: Option<(u64, u64)>,
+    /// Keep a record per round (utilization over time).
+    pub record_rounds: bool,
+}
+
+impl SimConfig {
+    /// The paper's setup: 16 x (8 GPUs, 24 cores, 500 GB), 300 s rounds, window 4000-4999.
+    pub fn paper_default() -> SimConfig {
+        SimConfig {
+            cluster: ClusterConfig::paper_default(),
+            round_s: 300.0,
+            window: Some((4000, 4999)),
+            record_rounds: true,
+        }
+    }
+}
+
+/// Runs one simulation to the end of its window (or of its finite trace).
+pub fn run(
+    catalog: &Catalog,
+    cfg: &SimConfig,
+    source: TraceSource,
+    policy: &dyn Policy,
+    mechanism: &mut dyn Mechanism,
+) -> Result<SimResult, SimError> {
+    let started = Instant::now();
+    let total_gpus = cfg.cluster.total_gpus();
+    for m in &catalog.models {
+        if m.iter_time_s >= cfg.round_s {
+            return Err(InputError::field(
+                m.path.display().to_string(),
+                "workload.iter_time_s",
+                format!(
+                    "{} s per iteration does not fit a {} s round",
+                    m.iter_time_s, cfg.round_s
+                ),
+            )
+            .into());
+        }
+    }
+    let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
+        TraceSource::Jobs(jobs) => {
+            if jobs.is_empty() {
+                return Err(InputError::new("--trace", "the trace has no jobs").into());
+            }
+            if let Some(j) = jobs.iter().find(|j| j.gpus as u64 > total_gpus) {
+                return Err(InputError::field(
+                    "--trace",
+                    "gpus",
+                    format!(
+                        "job {} asks for {} GPUs; the cluster has {total_gpus}",
+                        j.id, j.gpus
+                    ),
+                )
+                .into());
+            }
+            let n = match cfg.window {
+                Some((a, b)) => jobs.iter().filter(|j| j.id >= a && j.id <= b).count() as u64,
+                None => jobs.len() as u64,
+            };
+            if n == 0 {
+                return Err(InputError::new("--window", "no job of the trace falls in it").into());
+            }
+            (Box::new(jobs.into_iter()), n)
+        }
+        TraceSource::Generated(g) => {
+            if g.gpu_mode == GpuMode::Multi && total_gpus < 8 {
+                return Err(InputError::new(
+                    "--multi-gpu",
+                    format!("generated jobs take up to 8 GPUs; the cluster has {total_gpus}"),
+                )
+                .into());
+            }
+            let n = match (cfg.window, g.jobs) {
+                (Some((a, b)), Some(n)) => (b + 1).min(n).saturating_sub(a),
+                (Some((a, b)), None) => b + 1 - a,
+                (None, Some(n)) => n,
+                (None, None) => {
+                    return Err(InputError::new(
+                        "--window",
+                        "an endless generated trace needs a window (or --jobs)",
+                    )
+                    .into())
+                }
+            };
+            if n == 0 {
+                return Err(InputError::new("--window", "no generated job falls in it").into());
+            }
+            (Box::new(Generator::new(g, catalog)?), n)
+        }
+    };
+    let in_window = |id: u64| cfg.window.is_none_or(|(a, b)| id >= a && id <= b);
+
+    let mut state = ClusterState::new(&cfg.cluster);
+    let mut active: Vec<JobState> = Vec::new();
+    let mut next = pending.next();
+    let mut records: Vec<JobRecord> = Vec::new();
+    let mut rounds: Vec<RoundRecord> = Vec::new();
+    let mut window_done = 0u64;
+    let mut job_rounds = 0u64;
+    let mut now = 0.0f64;
+    let mut order: Vec<usize> = Vec::new();
+    let mut keyed: Vec<(bool, f64, f64, u64, usize)> = Vec::new();
+    let mut runnable: Vec<Request> = Vec::new();
+    let mut runnable_idx: Vec<usize> = Vec::new();
+    let mut grants: Vec<Grant> = Vec::new();
+    let mut finished: Vec<bool> = Vec::new();
+    let mut solve_s_total = 0.0;
+    let mut solve_s_max = 0.0f64;
+    let mut solves = 0u64;
+    let mut demotions_total = 0u64;
+    let mut rounds_run = 0u64;
+    let mut used_sums = (0.0, 0.0, 0.0);
+
+    loop {
+        while let Some(j) = next.filter(|j| j.arrival_s <= now) {
+            let m = catalog.get(j.model as usize);
+            active.push(JobState {
+                id: j.id,
+                model: j.model,
+                gpus: j.gpus,
+                arrival_s: j.arrival_s,
+                iter_time_s: m.iter_time_s,
+                total_iters: j.iters,
+                remaining_iters: j.iters,
+                attained_s: 0.0,
+                first_start_s: None,
+                last_run_s: j.arrival_s,
+                starved: false,
+                demotions: 0,
+                in_window: in_window(j.id),
+            });
+            next = pending.next();
+        }
+        if active.is_empty() {
+            match next {
+                None => break,
+                Some(j) => {
+                    now = (j.arrival_s / cfg.round_s).ceil() * cfg.round_s;
+                    continue;
+                }
+            }
+        }
+
+        order.clear();
+        if policy.is_arrival_order() {
+            // Active jobs are kept in arrival order already.
+            order.extend(0..active.len());
+        } else {
+            keyed.clear();
+            let guard = policy.starvation_guard();
+            for (i, j) in active.iter_mut().enumerate() {
+                // Sticky: a job that ran one round and lost its priority again would starve anew.
+                j.starved |= guard && now - j.last_run_s > STARVATION_S;
+                // Starved jobs form a tier of their own, ordered among themselves by the policy too.
+                let (starved, key) = (j.starved, policy.key(j, now));
+                keyed.push((!starved, key, j.arrival_s, j.id, i));
+            }
+            keyed.sort_unstable_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(a.1.total_cmp(&b.1))
+                    .then(a.2.total_cmp(&b.2))
+                    .then(a.3.cmp(&b.3))
+            });
+            order.extend(keyed.iter().map(|k| k.4));
+        }
+
+        runnable.clear();
+        runnable_idx.clear();
+        let mut free = total_gpus;
+        for &i in &order {
+            if free == 0 {
+                break;
+            }
+            let g = active[i].gpus as u64;
+            if g <= free {
+                free -= g;
+                runnable.push(Request {
+                    model: active[i].model,
+                    gpus: active[i].gpus,
+                });
+                runnable_idx.push(i);
+            }
+        }
+
+        rounds_run += 1;
+        state.reset();
+        grants.clear();
+        grants.resize(runnable.len(), Grant::default());
+        let stats = mechanism.allocate(catalog, &mut state, &runnable, &mut grants);
+        debug_assert!(state.consistent(), "a server is over-allocated");
+        if stats.solve_s > 0.0 || stats.bound.is_some() {
+            solves += 1;
+            solve_s_total += stats.solve_s;
+            solve_s_max = solve_s_max.max(stats.solve_s);
+        }
+        demotions_total += stats.demotions as u64;
+
+        finished.clear();
+        finished.resize(active.len(), false);
+        let (mut gpus_used, mut cpus_used, mut mem_used) = (0u64, 0.0, 0.0);
+        let mut running = 0u32;
+        let mut speed_sum = 0.0;
+        for (slot, &i) in runnable_idx.iter().enumerate() {
+            let grant = &grants[slot];
+            if grant.parts.is_empty() {
+                continue;
+            }
+            let (g, c, m) = grant.totals();
+            gpus_used += g as u64;
+            cpus_used += c;
+            mem_used += m;
+            running += 1;
+            job_rounds += 1;
+            let (speed, _) = speeds(catalog, &state, &runnable[slot], &grant.parts);
+            speed_sum += speed;
+            let job = &mut active[i];
+            let rate = speed / job.iter_time_s;
+            let iters = (cfg.round_s * rate).floor() as u64;
+            job.first_start_s.get_or_insert(now);
+            job.last_run_s = now + cfg.round_s;
+            if grant.demoted {
+                job.demotions += 1;
+            }
+            if job.remaining_iters <= iters {
+                let finish_s = now + job.remaining_iters as f64 / rate;
+                job.attained_s += finish_s - now;
+                job.remaining_iters = 0;
+                finished[i] = true;
+                if job.in_window {
+                    window_done += 1;
+                }
+                records.push(JobRecord::of(job, finish_s, catalog));
+            } else {
+                job.remaining_iters -= iters;
+                job.attained_s += cfg.round_s;
+            }
+        }
+        used_sums.0 += gpus_used as f64;
+        used_sums.1 += cpus_used;
+        used_sums.2 += mem_used;
+        if cfg.record_rounds {
+            rounds.push(RoundRecord {
+                start_s: now,
+                active: active.len() as u32,
+                running,
+                gpus_used,
+                cpus_used,
+                memory_gib_used: mem_used,
+                mean_speed: speed_sum / running.max(1) as f64,
+                demotions: stats.demotions,
+                solve_s: stats.solve_s,
+            });
+        }
+        if finished.iter().any(|f| *f) {
+            let mut k = 0;
+            active.retain(|_| {
+                let keep = !finished[k];
+                k += 1;
+                keep
+            });
+        }
+        if window_done >= window_total {
+            break;
+        }
+        now += cfg.round_s;
+        if now > MAX_SIMULATED_S {
+            return Err(SimError::NoProgress {
+                simulated_h: now / 3600.0,
+            });
+        }
+    }
+
+    Ok(SimResult::new(
+        records,
+        rounds,
+        &cfg.cluster,
+        super::metrics::RunFacts {
+            policy: policy.name().to_string(),
+            mechanism: mechanism.name().to_string(),
+            end_s: now + cfg.round_s,
+            rounds: rounds_run,
+            job_rounds,
+            wall_s: started.elapsed().as_secs_f64(),
+            demotions: demotions_total,
+            used_sums,
+            solves,
+            solve_s_total,
+            solve_s_max,
+        },
+    ))
+}

@@ -1,0 +1,276 @@
+//! What a simulation measured: per-job and per-round records and the summary over the measurement window
+//! (JCT mean, median, p99, p99.9, makespan, per-class JCT, utilization, finish-time fairness, demotions).
+
+use super::cluster::ClusterConfig;
+use super::model::Catalog;
+use crate::sched::JobState;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One finished job.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRecord {
+    /// Trace id.
+    pub id: u64,
+    /// Model name.
+    pub model: String,
+    /// Model class.
+    pub class: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// Arrival, seconds.
+    pub arrival_s: f64,
+    /// First round it ran, seconds.
+    pub start_s: f64,
+    /// Finish, seconds.
+    pub finish_s: f64,
+    /// Job completion time, seconds.
+    pub jct_s: f64,
+    /// Duration alone at GPU-proportional share, seconds.
+    pub isolated_s: f64,
+    /// Finish-time fairness: JCT over isolated duration.
+    pub ftf: f64,
+    /// Rounds in which tune demoted it.
+    pub demotions: u32,
+    /// Whether it counts in the statistics.
+    pub in_window: bool,
+}
+
+impl JobRecord {
+    /// The record of `job`, finishing at `finish_s`.
+    pub fn of(job: &JobState, finish_s: f64, catalog: &Catalog) -> JobRecord {
+        let m = catalog.get(job.model as usize);
+        let jct_s = finish_s - job.arrival_s;
+        JobRecord {
+            id: job.id,
+            model: m.name.clone(),
+            class: m.class.clone(),
+            gpus: job.gpus,
+            arrival_s: job.arrival_s,
+            start_s: job.first_start_s.unwrap_or(finish_s),
+            finish_s,
+            jct_s,
+            isolated_s: job.isolated_s(),
+            ftf: jct_s / job.isolated_s().max(1e-9),
+            demotions: job.demotions,
+            in_window: job.in_window,
+        }
+    }
+}
+
+/// One round.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RoundRecord {
+    /// Round start, seconds.
+    pub start_s: f64,
+    /// Jobs arrived and not finished.
+    pub active: u32,
+    /// Jobs that got GPUs.
+    pub running: u32,
+    /// GPUs allocated.
+    pub gpus_used: u64,
+    /// Cores allocated.
+    pub cpus_used: f64,
+    /// Memory allocated, GiB.
+    pub memory_gib_used: f64,
+    /// Mean normalized speed of the running jobs (1.0 = GPU-proportional).
+    pub mean_speed: f64,
+    /// Jobs tune demoted.
+    pub demotions: u32,
+    /// Optimizer time, seconds.
+    pub solve_s: f64,
+}
+
+/// Facts about a run that the engine hands to the summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFacts {
+    /// Policy name.
+    pub policy: String,
+    /// Mechanism name.
+    pub mechanism: String,
+    /// End of the last round, seconds.
+    pub end_s: f64,
+    /// Rounds simulated (idle stretches are skipped).
+    pub rounds: u64,
+    /// Job-rounds simulated (a job holding GPUs for one round is one).
+    pub job_rounds: u64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Demotions in all.
+    pub demotions: u64,
+    /// GPUs, cores and GiB allocated, summed over rounds (for mean utilization without round records).
+    pub used_sums: (f64, f64, f64),
+    /// Rounds the optimizer ran.
+    pub solves: u64,
+    /// Optimizer seconds in all.
+    pub solve_s_total: f64,
+    /// Slowest optimizer round, seconds.
+    pub solve_s_max: f64,
+}
+
+/// JCT statistics of a group of jobs, hours.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct JctStats {
+    /// Jobs.
+    pub jobs: u64,
+    /// Mean, hours.
+    pub mean_h: f64,
+    /// Median, hours.
+    pub median_h: f64,
+    /// 99th percentile, hours.
+    pub p99_h: f64,
+    /// 99.9th percentile, hours.
+    pub p999_h: f64,
+}
+
+impl JctStats {
+    fn of(mut jct_s: Vec<f64>) -> JctStats {
+        jct_s.sort_by(f64::total_cmp);
+        let n = jct_s.len();
+        let h = |v: f64| v / 3600.0;
+        JctStats {
+            jobs: n as u64,
+            mean_h: if n == 0 {
+                0.0
+            } else {
+                h(jct_s.iter().sum::<f64>() / n as f64)
+            },
+            median_h: h(percentile(&jct_s, 0.5)),
+            p99_h: h(percentile(&jct_s, 0.99)),
+            p999_h: h(percentile(&jct_s, 0.999)),
+        }
+    }
+}
+
+/// Linear interpolation between closest ranks of sorted values.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => 0.0,
+        1 => sorted[0],
+        n => {
+            let x = q * (n - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            sorted[lo] + (x - lo as f64) * (sorted[hi] - sorted[lo])
+        }
+    }
+}
+
+/// The summary of one run over its measured jobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Policy.
+    pub policy: String,
+    /// Mechanism.
+    pub mechanism: String,
+    /// JCT over measured jobs.
+    pub jct: JctStats,
+    /// First arrival to last finish of the measured jobs, hours.
+    pub makespan_h: f64,
+    /// Mean JCT per model class, hours.
+    pub class_mean_jct_h: BTreeMap<String, f64>,
+    /// Mean finish-time fairness (JCT over isolated duration) of measured jobs.
+    pub ftf_mean: f64,
+    /// Worst finish-time fairness.
+    pub ftf_max: f64,
+    /// Mean GPU, core and memory utilization over the rounds (fractions of the cluster).
+    pub gpu_util: f64,
+    /// Mean core utilization.
+    pub cpu_util: f64,
+    /// Mean memory utilization.
+    pub memory_util: f64,
+    /// Demotions by tune (or opt's placement) in all rounds.
+    pub demotions: u64,
+    /// Measured jobs demoted at least once.
+    pub jobs_demoted: u64,
+    /// Rounds simulated.
+    pub rounds: u64,
+    /// Simulated time, hours.
+    pub simulated_h: f64,
+    /// Job-rounds simulated.
+    pub job_rounds: u64,
+    /// Wall-clock seconds of the run.
+    pub wall_s: f64,
+    /// Job-rounds per wall-clock second.
+    pub job_rounds_per_s: f64,
+    /// Mean optimizer seconds per round (opt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solve_s_mean: Option<f64>,
+    /// Slowest optimizer round, seconds (opt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solve_s_max: Option<f64>,
+}
+
+/// Everything one run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimResult {
+    /// Finished jobs, in finish order.
+    pub jobs: Vec<JobRecord>,
+    /// Rounds (empty unless recorded).
+    pub rounds: Vec<RoundRecord>,
+    /// The summary.
+    pub summary: Summary,
+}
+
+impl SimResult {
+    /// Summarizes records.
+    pub fn new(
+        jobs: Vec<JobRecord>,
+        rounds: Vec<RoundRecord>,
+        cluster: &ClusterConfig,
+        f: RunFacts,
+    ) -> SimResult {
+        let measured: Vec<&JobRecord> = jobs.iter().filter(|j| j.in_window).collect();
+        let jct = JctStats::of(measured.iter().map(|j| j.jct_s).collect());
+        let first = measured
+            .iter()
+            .map(|j| j.arrival_s)
+            .fold(f64::INFINITY, f64::min);
+        let last = measured.iter().map(|j| j.finish_s).fold(0.0, f64::max);
+        let mut by_class: BTreeMap<String, (f64, u64)> = BTreeMap::new();
+        for j in &measured {
+            let e = by_class.entry(j.class.clone()).or_default();
+            e.0 += j.jct_s;
+            e.1 += 1;
+        }
+        let n = measured.len().max(1) as f64;
+        let nr = f.rounds.max(1) as f64;
+        let (tg, tc, tm) = (
+            cluster.total_gpus() as f64,
+            cluster.total_cpus(),
+            cluster.total_memory_gib(),
+        );
+        let summary = Summary {
+            policy: f.policy,
+            mechanism: f.mechanism,
+            jct,
+            makespan_h: if measured.is_empty() {
+                0.0
+            } else {
+                (last - first) / 3600.0
+            },
+            class_mean_jct_h: by_class
+                .into_iter()
+                .map(|(k, (s, c))| (k, s / c as f64 / 3600.0))
+                .collect(),
+            ftf_mean: measured.iter().map(|j| j.ftf).sum::<f64>() / n,
+            ftf_max: measured.iter().map(|j| j.ftf).fold(0.0, f64::max),
+            gpu_util: f.used_sums.0 / tg / nr,
+            cpu_util: f.used_sums.1 / tc / nr,
+            memory_util: f.used_sums.2 / tm / nr,
+            demotions: f.demotions,
+            jobs_demoted: measured.iter().filter(|j| j.demotions > 0).count() as u64,
+            rounds: f.rounds,
+            simulated_h: f.end_s / 3600.0,
+            job_rounds: f.job_rounds,
+            wall_s: f.wall_s,
+            job_rounds_per_s: f.job_rounds as f64 / f.wall_s.max(1e-9),
+            solve_s_mean: (f.solves > 0).then(|| f.solve_s_total / f.solves as f64),
+            solve_s_max: (f.solves > 0).then_some(f.solve_s_max),
+        };
+        SimResult {
+            jobs,
+            rounds,
+            summary,
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Job models for the simulator: what a profile file tells the scheduler (per-GPU speed matrix, best-case
+//! demand, iteration time, class), loaded by `workload.name` from a directory of profiles.
+
+use crate::error::InputError;
+use crate::profile::file::interpolate;
+use crate::profile::{Profile, ProfileError};
+use crate::sim::SimError;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A model as the scheduler sees it: speeds relative to GPU-proportional share, per GPU.
+#[derive(Debug, Clone)]
+pub struct JobModel {
+    /// `workload.name` of its profile.
+    pub name: String,
+    /// Model class (image, language, speech; `other` when the profile has none).
+    pub class: String,
+    /// Seconds per iteration at the profile's GPU-proportional share.
+    pub iter_time_s: f64,
+    /// Row axis: cores per GPU.
+    pub cpus_axis: Vec<f64>,
+    /// Column axis: memory per GPU, GiB.
+    pub memory_gib_axis: Vec<f64>,
+    /// Normalized throughput, `[cpus][memory]`.
+    pub normalized: Vec<Vec<f64>>,
+    /// Best-case demand per GPU: cores.
+    pub best_cpus_per_gpu: f64,
+    /// Best-case demand per GPU: memory, GiB.
+    pub best_memory_gib_per_gpu: f64,
+    /// The profile file it came from.
+    pub path: PathBuf,
+}
+
+impl JobModel {
+    /// Normalized speed at an allocation of `cpus_per_gpu` cores and `memory_gib_per_gpu` GiB per GPU
+    /// (bilinear in the matrix, clamped to its edges).
+    pub fn speed(&self, cpus_per_gpu: f64, memory_gib_per_gpu: f64) -> f64 {
+        interpolate(
+            &self.cpus_axis,
+            &self.memory_gib_axis,
+            &self.normalized,
+            cpus_per_gpu,
+            memory_gib_per_gpu,
+        )
+    }
+
+    /// Builds a model from a profile; `origin` names the file in errors.
+    pub fn from_profile(p: &Profile, origin: &Path) -> Result<JobModel, InputError> {
+        let o = origin.display().to_string();
+        let iter_time_s = match p.workload.iter_time_s {
+            Some(t) => t,
+            // Measured profiles: one step of `batch_size` samples at the proportional rate.
+            None => match p.matrix.proportional.samples_per_s {
+                Some(r) if r > 0.0 => p.workload.batch_size as f64 / r,
+                _ => {
+                    return Err(InputError::field(
+                        o,
+                        "workload.iter_time_s",
+                        "missing, and matrix.proportional.samples_per_s cannot stand in for it",
+                    ))
+                }
+            },
+        };
+        if !(iter_time_s.is_finite() && iter_time_s > 0.0) {
+            return Err(InputError::field(
+                o,
+                "workload.iter_time_s",
+                "must be a positive number of seconds",
+            ));
+        }
+        let d = &p.demand.per_gpu;
+        if !(d.cpus.is_finite() && d.cpus > 0.0 && d.memory_gib.is_finite() && d.memory_gib > 0.0) {
+            return Err(InputError::field(
+                o,
+                "demand.per_gpu",
+                "cpus and memory_gib must be positive",
+            ));
+        }
+        Ok(JobModel {
+            name: p.workload.name.clone(),
+            class: p
+                .workload
+                .class
+                .clone()
+                .unwrap_or_else(|| "other".to_string()),
+            iter_time_s,
+            cpus_axis: p.per_gpu.cpus.clone(),
+            memory_gib_axis: p.per_gpu.memory_gib.clone(),
+            normalized: p.per_gpu.normalized.clone(),
+            best_cpus_per_gpu: d.cpus,
+            best_memory_gib_per_gpu: d.memory_gib,
+            path: origin.to_path_buf(),
+        })
+    }
+}
+
+/// Every model the simulator knows, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    /// Models, in name order.
+    pub models: Vec<JobModel>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Catalog {
+    /// A catalog of the given models (a later duplicate name is an error).
+    pub fn new(models: Vec<JobModel>) -> Result<Catalog, InputError> {
+        let mut c = Catalog::default();
+        for m in models {
+            if let Some(&i) = c.by_name.get(&m.name) {
+                return Err(InputError::field(
+                    m.path.display().to_string(),
+                    "workload.name",
+                    format!(
+                        "`{}` is also the name of {}; profile names must be unique",
+                        m.name,
+                        c.models[i].path.display()
+                    ),
+                ));
+            }
+            c.by_name.insert(m.name.clone(), c.models.len());
+            c.models.push(m);
+        }
+        Ok(c)
+    }
+
+    /// Loads every `*.json` profile under `dir`, recursively.
+    pub fn load_dir(dir: &Path) -> Result<Catalog, SimError> {
+        if !dir.is_dir() {
+            return Err(InputError::new(
+                dir.display().to_string(),
+                "is not a directory of profile files (pass --profiles DIR; the published zoo is in profiles/zoo)",
+            )
+            .into());
+        }
+        let mut files = Vec::new();
+        collect_json(dir, &mut files).map_err(|e| SimError::Io {
+            context: format!("reading the profile directory {}", dir.display()),
+            source: e,
+        })?;
+        files.sort();
+        let mut models = Vec::new();
+        for f in files {
+            let p = Profile::read(&f).map_err(|e| match e {
+                ProfileError::Invalid(i) => SimError::Input(i),
+                other => SimError::Profile(other),
+            })?;
+            models.push(JobModel::from_profile(&p, &f)?);
+        }
+        if models.is_empty() {
+            return Err(InputError::new(
+                dir.display().to_string(),
+                "holds no profile files (*.json); pass --profiles DIR",
+            )
+            .into());
+        }
+        models.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Catalog::new(models)?)
+    }
+
+    /// The index of a model by name.
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The model at an index.
+    pub fn get(&self, i: usize) -> &JobModel {
+        &self.models[i]
+    }
+}
+
+fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let p = e.path();
+        if e.file_type()?.is_dir() {
+            collect_json(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "json") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! Job traces: the artifact's CSV form (`id,model,arrival_s,iters,gpus`) and the Philly-derived generator
+//! of DESIGN.md 5.2 (Poisson arrivals, two-mode durations, class split, round-robin models).
+
+use crate::error::InputError;
+use crate::sim::model::Catalog;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// One job of a trace.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceJob {
+    /// Job id (window bounds refer to it).
+    pub id: u64,
+    /// Index of its model in the catalog.
+    pub model: u32,
+    /// Arrival, seconds from the start.
+    pub arrival_s: f64,
+    /// Work, iterations.
+    pub iters: u64,
+    /// GPUs.
+    pub gpus: u32,
+}
+
+/// Parses a CSV trace; `origin` names the file. Errors name the line and the field.
+pub fn parse_csv(
+    text: &str,
+    origin: &str,
+    catalog: &Catalog,
+    max_gpus: u64,
+) -> Result<Vec<TraceJob>, InputError> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else {
+        return Err(InputError::new(
+            origin,
+            "the trace is empty (expected a header `id,model,arrival_s,iters,gpus` and jobs)",
+        ));
+    };
+    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let want = ["id", "model", "arrival_s", "iters", "gpus"];
+    let mut at = [0usize; 5];
+    for (k, w) in want.iter().enumerate() {
+        at[k] = cols.iter().position(|c| c == w).ok_or_else(|| {
+            InputError::new(
+                format!("{origin}, line 1"),
+                format!("the header lacks column `{w}` (expected id,model,arrival_s,iters,gpus)"),
+            )
+        })?;
+    }
+    let mut jobs = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (n, line) in lines {
+        let here = format!("{origin}, line {}", n + 1);
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != cols.len() {
+            return Err(InputError::new(
+                here,
+                format!("has {} fields, the header has {}", f.len(), cols.len()),
+            ));
+        }
+        let int = |k: usize, min: u64| -> Result<u64, InputError> {
+            let v = f[at[k]];
+            match v.parse::<u64>() {
+                Ok(x) if x >= min => Ok(x),
+                _ => Err(InputError::field(
+                    here.clone(),
+                    want[k],
+                    format!("`{v}` is not an integer of at least {min}"),
+                )),
+            }
+        };
+        let id = int(0, 0)?;
+        if !ids.insert(id) {
+            return Err(InputError::field(
+                here,
+                "id",
+                format!("job id {id} appears twice"),
+            ));
+        }
+        let model_name = f[at[1]];
+        let model = catalog.index(model_name).ok_or_else(|| {
+            InputError::field(
+                here.clone(),
+                "model",
+                format!(
+                    "unknown model `{model_name}`; known: {} (add its profile to the profile directory)",
+                    catalog
+                        .models
+                        .iter()
+                        .map(|m| m.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        let a = f[at[2]];
+        let arrival_s = match a.parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => x,
+            _ => {
+                return Err(InputError::field(
+                    here,
+                    "arrival_s",
+                    format!("`{a}` is not a non-negative number of seconds"),
+                ))
+            }
+        };
+        let iters = int(3, 1)?;
+        let gpus = int(4, 1)?;
+        if gpus > max_gpus {
+            return Err(InputError::field(
+                here,
+                "gpus",
+                format!("{gpus} GPUs is wider than the cluster ({max_gpus} GPUs)"),
+            ));
+        }
+        jobs.push(TraceJob {
+            id,
+            model: model as u32,
+            arrival_s,
+            iters,
+            gpus: gpus as u32,
+        });
+    }
+    if jobs.is_empty() {
+        return Err(InputError::new(
+            origin,
+            "the trace has a header but no jobs",
+        ));
+    }
+    // Arrival order with ties by id: the simulator admits jobs in this order.
+    jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
+    Ok(jobs)
+}
+
+/// How many GPUs generated jobs ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuMode {
+    /// Every job takes one GPU (the paper's default).
+    Single,
+    /// 1, 2, 4 or 8 GPUs with probabilities 0.70, 0.10, 0.15, 0.05.
+    Multi,
+}
+
+/// Parameters of a generated (Philly-derived) trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenConfig {
+    /// Seed of the random stream.
+    pub seed: u64,
+    /// Mean arrivals per hour (Poisson).
+    pub load_jobs_per_h: f64,
+    /// Target shares of image, language and speech jobs.
+    pub split: [f64; 3],
+    /// GPU counts.
+    pub gpu_mode: GpuMode,
+    /// Stop after this many jobs (None: arrivals never stop; the run ends when its window has finished).
+    pub jobs: Option<u64>,
+}
+
+/// The model rotation of each class (DESIGN.md 5.2), in the order image, language, speech.
+pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
+    (
+        "image",
+        &["alexnet", "res18", "res50", "mobilenet", "shufflenet"],
+    ),
+    ("language", &["gnmt", "transformer", "lstm"]),
+    ("speech", &["m5", "deepspeech"]),
+];
+
+/// An endless (or `jobs`-long) stream of generated jobs in arrival order.
+#[derive(Debug, Clone)]
+pub struct Generator {
+    cfg: GenConfig,
+    rng: ChaCha8Rng,
+    classes: [Vec<u32>; 3],
+    class_counts: [u64; 3],
+    rotation: [usize; 3],
+    iter_time_s: Vec<f64>,
+    next_id: u64,
+    now_s: f64,
+}
+
+impl Generator {
+    /// A generator over the class models of `catalog`; every model of [`CLASS_MODELS`] whose class has a
+    /// positive share must be in the catalog.
+    pub fn new(cfg: GenConfig, catalog: &Catalog) -> Result<Generator, InputError> {
+        if !(cfg.load_jobs_per_h.is_finite() && cfg.load_jobs_per_h > 0.0) {
+            return Err(InputError::new(
+                "--load",
+                "must be a positive number of jobs per hour",
+            ));
+        }
+        if cfg.split.iter().any(|s| !(s.is_finite() && *s >= 0.0))
+            || cfg.split.iter().sum::<f64>() <= 0.0
+        {
+            return Err(InputError::new(
+                "--split",
+                "needs three non-negative shares (image,language,speech) with a positive sum",
+            ));
+        }
+        let mut classes: [Vec<u32>; 3] = Default::default();
+        for (k, (class, names)) in CLASS_MODELS.iter().enumerate() {
+            if cfg.split[k] <= 0.0 {
+                continue;
+            }
+            for n in names.iter() {
+                let i = catalog.index(n).ok_or_else(|| {
+                    InputError::new(
+                        "--profiles",
+                        format!(
+                            "generated traces need the {class} model `{n}`, which no profile names \
+                             (the published zoo is in profiles/zoo)"
+                        ),
+                    )
+                })?;
+                classes[k].push(i as u32);
+            }
+        }
+        let total: f64 = cfg.split.iter().sum();
+        let mut cfg = cfg;
+        for s in &mut cfg.split {
+            *s /= total;
+        }
+        Ok(Generator {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            classes,
+            class_counts: [0; 3],
+            rotation: [0; 3],
+            iter_time_s: catalog.models.iter().map(|m| m.iter_time_s).collect(),
+            next_id: 0,
+            now_s: 0.0,
+        })
+    }
+}
+
+impl Iterator for Generator {
+    type Item = TraceJob;
+
+    fn next(&mut self) -> Option<TraceJob> {
+        if self.cfg.jobs.is_some_and(|n| self.next_id >= n) {
+            return None;
+        }
+        let mean_gap_s = 3600.0 / self.cfg.load_jobs_per_h;
+        let u: f64 = self.rng.random();
+        self.now_s += -(1.0 - u).ln() * mean_gap_s;
+        let duration_s = if self.rng.random::<f64>() < 0.8 {
+            60.0 * 10f64.powf(self.rng.random_range(1.5..3.0))
+        } else {
+            60.0 * 10f64.powf(self.rng.random_range(3.0..4.0))
+        };
+        // The class furthest below its target share; ties go to the earlier class.
+        let n = self.next_id as f64 + 1.0;
+        let mut class = 0;
+        let mut best = f64::NEG_INFINITY;
+        for k in 0..3 {
+            if self.classes[k].is_empty() {
+                continue;
+            }
+            let deficit = self.cfg.split[k] * n - self.class_counts[k] as f64;
+            if deficit > best + 1e-12 {
+                best = deficit;
+                class = k;
+            }
+        }
+        self.class_counts[class] += 1;
+        let models = &self.classes[class];
+        let model = models[self.rotation[class] % models.len()];
+        self.rotation[class] += 1;
+        let gpus = match self.cfg.gpu_mode {
+            GpuMode::Single => 1,
+            GpuMode::Multi => {
+                let r: f64 = self.rng.random();
+                if r < 0.70 {
+                    1
+                } else if r < 0.80 {
+                    2
+                } else if r < 0.95 {
+                    4
+                } else {
+                    8
+                }
+            }
+        };
+        let iters = (duration_s / self.iter_time_s[model as usize])
+            .round()
+            .max(1.0) as u64;
+        let job = TraceJob {
+            id: self.next_id,
+            model,
+            arrival_s: self.now_s,
+            iters,
+            gpus,
+        };
+        self.next_id += 1;
+        Some(job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::model::JobModel;
+
+    pub(crate) fn toy_catalog() -> Catalog {
+        let names = [
+            "alexnet",
+            "res18",
+            "res50",
+            "mobilenet",
+            "shufflenet",
+            "gnmt",
+            "transformer",
+            "lstm",
+            "m5",
+            "deepspeech",
+        ];
+        Catalog::new(
+            names
+                .iter()
+                .map(|n| JobModel {
+                    name: n.to_string(),
+                    class: "x".into(),
+                    iter_time_s: 0.5,
+                    cpus_axis: vec![1.0, 3.0],
+                    memory_gib_axis: vec![10.0, 60.0],
+                    normalized: vec![vec![0.5, 0.5], vec![1.0, 1.0]],
+                    best_cpus_per_gpu: 3.0,
+                    best_memory_gib_per_gpu: 10.0,
+                    path: "x.json".into(),
+                })
+                .collect(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn csv_errors_name_line_and_field() {
+        let c = toy_catalog();
+        let ok = "id,model,arrival_s,iters,gpus\n0,gnmt,.5,10,1\n";
+        assert_eq!(parse_csv(ok, "t.csv", &c, 8).unwrap().len(), 1);
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,bert,0,10,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("t.csv, line 2: field `model`"),
+            "{e}"
+        );
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,gnmt,-1,10,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("arrival_s"), "{e}");
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,gnmt,0,ten,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("iters"), "{e}");
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,gnmt,0,10,9\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("wider than the cluster"), "{e}");
+        assert!(parse_csv("", "t.csv", &c, 8).is_err());
+        assert!(parse_csv("id,model,arrival_s,iters,gpus\n", "t.csv", &c, 8).is_err());
+    }
+
+    #[test]
+    fn generated_classes_follow_the_split() {
+        let c = toy_catalog();
+        let g = Generator::new(
+            GenConfig {
+                seed: 1,
+                load_jobs_per_h: 9.0,
+                split: [20.0, 70.0, 10.0],
+                gpu_mode: GpuMode::Multi,
+                jobs: Some(1000),
+            },
+            &c,
+        )
+        .unwrap();
+        let jobs: Vec<_> = g.collect();
+        assert_eq!(jobs.len(), 1000);
+        let image = jobs
+            .iter()
+            .filter(|j| {
+                j.model == c.index("alexnet").unwrap() as u32
+                    || ["res18", "res50", "mobilenet", "shufflenet"]
+                        .iter()
+                        .any(|n| c.index(n).unwrap() as u32 == j.model)
+            })
+            .count();
+        assert!((195..=205).contains(&image), "{image}");
+        let span_h = jobs.last().unwrap().arrival_s / 3600.0;
+        assert!((span_h - 1000.0 / 9.0).abs() < 15.0, "{span_h}");
+        assert!(jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
+    }
+}
