@@ -665,6 +665,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         warmup_s: args.warmup_seconds,
         warmup_steps: args.warmup_steps,
         warmup_epochs: args.warmup_epochs,
+        warmup_epochs_max_s: f64::INFINITY,
         min_measure_s: args.min_seconds,
         max_total_s: args.max_seconds,
         rel_precision: args.precision,

@@ -13,6 +13,10 @@ pub struct EstimatorConfig {
     /// Epochs that never count (e.g. 1 when an application cache fills in the first epoch); needs progress
     /// lines that carry `epoch`.
     pub warmup_epochs: u64,
+    /// Waiting for `warmup_epochs` ends after this many seconds even if the epoch has not turned, so a
+    /// workload with very long epochs is still measured.
+    #[serde(default = "unbounded")]
+    pub warmup_epochs_max_s: f64,
     /// Shortest measured window (after warm-up) before the trial may stop.
     pub min_measure_s: f64,
     /// Longest trial, warm-up included; the trial stops then whatever the precision.
@@ -25,12 +29,17 @@ pub struct EstimatorConfig {
     pub first_epoch_only: bool,
 }
 
+fn unbounded() -> f64 {
+    f64::INFINITY
+}
+
 impl Default for EstimatorConfig {
     fn default() -> Self {
         EstimatorConfig {
             warmup_s: 2.0,
             warmup_steps: 3,
             warmup_epochs: 0,
+            warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 3.0,
             max_total_s: 60.0,
             rel_precision: 0.02,
@@ -195,7 +204,10 @@ impl Estimator {
         let idx = self.obs.iter().position(|o| {
             let past_time = Self::t_of(o) - first_t >= self.cfg.warmup_s;
             let past_epoch = match o {
-                Obs::Step { epoch, .. } => *epoch >= first_epoch + self.cfg.warmup_epochs,
+                Obs::Step { epoch, t_s, .. } => {
+                    *epoch >= first_epoch + self.cfg.warmup_epochs
+                        || t_s - first_t >= self.cfg.warmup_epochs_max_s
+                }
                 Obs::Rate { .. } => true,
             };
             past_time && past_epoch
@@ -372,6 +384,7 @@ mod tests {
             warmup_s: 1.0,
             warmup_steps: 2,
             warmup_epochs: 0,
+            warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 2.0,
             max_total_s: 60.0,
             rel_precision: 0.02,
@@ -457,6 +470,19 @@ mod tests {
         }
         let est = e.estimate().unwrap();
         assert!((est.samples_per_s - 320.0).abs() < 1.0, "{est:?}");
+    }
+
+    #[test]
+    fn a_long_first_epoch_stops_being_waited_for() {
+        let mut c = cfg();
+        c.warmup_epochs = 1;
+        c.warmup_epochs_max_s = 5.0;
+        let mut e = Estimator::new(c);
+        for i in 1..=100 {
+            e.push_step(i as f64 * 0.1, 32.0, Some(0));
+        }
+        let est = e.estimate().expect("measured after 5 s of epoch 0");
+        assert!(est.warmup_s >= 5.0 - 1e-9, "{est:?}");
     }
 
     #[test]

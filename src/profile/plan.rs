@@ -30,7 +30,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// Confidence half-width, relative, at which a validation or exhaustive trial stops.
 const VALIDATION_PRECISION: f64 = 0.04;
 /// Longest first epoch a validation trial waits out before measuring, seconds.
-const MAX_WARMUP_EPOCH_S: f64 = 120.0;
+const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -457,15 +457,9 @@ pub fn run_profile(
         r.cache_state = CacheState::Cold;
         r.storage_limit = req.storage_limit;
         // The model describes the steady state after the first epoch has filled the cache. Where an
-        // epoch would take longer than a trial should, the first minutes stand in for it.
-        let samples_per_epoch = dataset_bytes as f64 / model.stall.fetch.mean_sample_bytes.max(1.0);
-        let t_pred = model
-            .predict(c, mem_gib * GIB, None)
-            .samples_per_s
-            .max(1e-9);
-        if samples_per_epoch / t_pred <= MAX_WARMUP_EPOCH_S {
-            r.estimator.warmup_epochs = 1;
-        }
+        // epoch takes longer than a trial should, its first minutes stand in for it.
+        r.estimator.warmup_epochs = 1;
+        r.estimator.warmup_epochs_max_s = MAX_WARMUP_EPOCH_S;
         r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
         // Cache hits make step times noisier; these points check the model, so ±4% is precise enough.
         r.estimator.rel_precision = VALIDATION_PRECISION;
