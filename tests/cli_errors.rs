@@ -2,24 +2,13 @@
 
 mod common;
 
-use common::run;
+use common::{assert_input_error, run};
 use std::path::Path;
 
 fn write_spec(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
-}
-
-fn assert_input_error(args: &[&str], must_mention: &[&str]) {
-    let out = run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    for m in must_mention {
-        assert!(stderr.contains(m), "{args:?}: `{m}` not in: {stderr}");
-    }
-    assert!(out.stdout.is_empty(), "no partial output expected");
 }
 
 const GOOD: &str = "name = 'x'\ncommand = ['true']\nbatch_size = 4\nfootprint = '64MiB'\n";

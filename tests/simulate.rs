@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::assert_input_error;
+
 use synergy::sched::place::speeds;
 use synergy::sched::{
     mechanism_by_name, policy_by_name, Grant, Mechanism, MechanismStats, Proportional, Request,
@@ -382,17 +384,6 @@ fn profiles_dir() -> String {
         .join("profiles/zoo")
         .display()
         .to_string()
-}
-
-fn assert_input_error(args: &[&str], must_mention: &[&str]) {
-    let out = common::run(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    for m in must_mention {
-        assert!(stderr.contains(m), "{args:?}: `{m}` not in: {stderr}");
-    }
-    assert!(out.stdout.is_empty(), "no partial output expected");
 }
 
 const HEADER: &str = "id,model,arrival_s,iters,gpus\n";

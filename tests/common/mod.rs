@@ -34,6 +34,19 @@ pub fn run(args: &[&str]) -> Output {
         .expect("the synergy binary runs")
 }
 
+/// Asserts that `synergy ARGS` fails as bad input: exit code 2, no panic, nothing on stdout, and a message
+/// mentioning each of `must_mention` (the file or flag, the field).
+pub fn assert_input_error(args: &[&str], must_mention: &[&str]) {
+    let out = run(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for m in must_mention {
+        assert!(stderr.contains(m), "{args:?}: `{m}` not in: {stderr}");
+    }
+    assert!(out.stdout.is_empty(), "no partial output expected");
+}
+
 /// Runs `synergy measure ... --json`, asserting success; returns the parsed result.
 pub fn measure(args: &[&str]) -> serde_json::Value {
     let mut all = vec!["measure"];
