@@ -491,4 +491,25 @@ fn a_trace_file_runs_and_writes_its_outputs() {
     }
     let jobs = std::fs::read_to_string(out_dir.join("jobs.csv")).unwrap();
     assert_eq!(jobs.lines().count(), 4);
+    // The Parquet tables hold the same rows as the CSV ones, readable by any Parquet reader.
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    for (name, rows) in [
+        ("jobs", 3),
+        (
+            "rounds",
+            std::fs::read_to_string(out_dir.join("rounds.csv"))
+                .unwrap()
+                .lines()
+                .count()
+                - 1,
+        ),
+    ] {
+        let f = std::fs::File::open(out_dir.join(format!("{name}.parquet"))).unwrap();
+        let reader = SerializedFileReader::new(f).unwrap();
+        assert_eq!(
+            reader.metadata().file_metadata().num_rows(),
+            rows as i64,
+            "{name}.parquet"
+        );
+    }
 }

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod model;
 pub mod output;
 pub mod sweep;
+pub mod table;
 pub mod trace;
 
 pub use cluster::ClusterConfig;

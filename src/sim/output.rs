@@ -1,7 +1,8 @@
-//! Presenting results: the summary table for people, and the output directory (per-job and per-round CSV,
-//! summary JSON), each file written atomically.
+//! Presenting results: the summary table for people, and the output directory (per-job and per-round
+//! tables in CSV and Parquet, summary JSON), each file written atomically.
 
-use super::metrics::{SimResult, Summary};
+use super::metrics::{JobRecord, RoundRecord, SimResult, Summary};
+use super::table::{Table, Values};
 use super::SimError;
 use crate::profile::file::write_atomic;
 use std::fmt::Write;
@@ -101,71 +102,80 @@ pub fn render_sweep(rows: &[(Option<f64>, Option<u64>, Summary)]) -> String {
     o
 }
 
-/// Per-job CSV.
-pub fn jobs_csv(r: &SimResult) -> String {
-    let mut o = String::from(
-        "id,model,class,gpus,arrival_s,start_s,finish_s,jct_s,isolated_s,ftf,demotions,in_window\n",
-    );
+/// The per-job table, by job id.
+pub fn jobs_table(r: &SimResult) -> Table {
     let mut jobs: Vec<_> = r.jobs.iter().collect();
     jobs.sort_by_key(|j| j.id);
-    for j in jobs {
-        let _ = writeln!(
-            o,
-            "{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3},{:.4},{},{}",
-            j.id,
-            j.model,
-            j.class,
-            j.gpus,
-            j.arrival_s,
-            j.start_s,
-            j.finish_s,
-            j.jct_s,
-            j.isolated_s,
-            j.ftf,
-            j.demotions,
-            j.in_window
-        );
+    let int = |f: &dyn Fn(&JobRecord) -> i64| Values::Int(jobs.iter().map(|j| f(j)).collect());
+    let float = |f: &dyn Fn(&JobRecord) -> f64, decimals| {
+        Values::Float(jobs.iter().map(|j| f(j)).collect(), decimals)
+    };
+    let text = |f: &dyn Fn(&JobRecord) -> String| Values::Text(jobs.iter().map(|j| f(j)).collect());
+    Table {
+        name: "jobs",
+        columns: vec![
+            ("id", int(&|j| j.id as i64)),
+            ("model", text(&|j| j.model.clone())),
+            ("class", text(&|j| j.class.clone())),
+            ("gpus", int(&|j| j.gpus.into())),
+            ("arrival_s", float(&|j| j.arrival_s, 3)),
+            ("start_s", float(&|j| j.start_s, 3)),
+            ("finish_s", float(&|j| j.finish_s, 3)),
+            ("jct_s", float(&|j| j.jct_s, 3)),
+            ("isolated_s", float(&|j| j.isolated_s, 3)),
+            ("ftf", float(&|j| j.ftf, 4)),
+            ("demotions", int(&|j| j.demotions.into())),
+            (
+                "in_window",
+                Values::Bool(jobs.iter().map(|j| j.in_window).collect()),
+            ),
+        ],
     }
-    o
 }
 
-/// Per-round CSV (utilization over time).
-pub fn rounds_csv(r: &SimResult) -> String {
-    let mut o = String::from(
-        "start_s,active,running,gpus_used,cpus_used,memory_gib_used,mean_speed,demotions,solve_s\n",
-    );
-    for x in &r.rounds {
-        let _ = writeln!(
-            o,
-            "{},{},{},{},{:.3},{:.3},{:.4},{},{:.6}",
-            x.start_s,
-            x.active,
-            x.running,
-            x.gpus_used,
-            x.cpus_used,
-            x.memory_gib_used,
-            x.mean_speed,
-            x.demotions,
-            x.solve_s
-        );
+/// The per-round table (utilization over time).
+pub fn rounds_table(r: &SimResult) -> Table {
+    let rounds = &r.rounds;
+    let int = |f: &dyn Fn(&RoundRecord) -> i64| Values::Int(rounds.iter().map(f).collect());
+    let float = |f: &dyn Fn(&RoundRecord) -> f64, decimals| {
+        Values::Float(rounds.iter().map(f).collect(), decimals)
+    };
+    Table {
+        name: "rounds",
+        columns: vec![
+            ("start_s", float(&|x| x.start_s, 0)),
+            ("active", int(&|x| x.active.into())),
+            ("running", int(&|x| x.running.into())),
+            ("gpus_used", int(&|x| x.gpus_used as i64)),
+            ("cpus_used", float(&|x| x.cpus_used, 3)),
+            ("memory_gib_used", float(&|x| x.memory_gib_used, 3)),
+            ("mean_speed", float(&|x| x.mean_speed, 4)),
+            ("demotions", int(&|x| x.demotions.into())),
+            ("solve_s", float(&|x| x.solve_s, 6)),
+        ],
     }
-    o
 }
 
 /// Writes `jobs.csv`, `rounds.csv` and `summary.json` into `dir`; returns the paths.
 pub fn write_dir(r: &SimResult, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
-    let files = [
-        ("jobs.csv", jobs_csv(r)),
-        ("rounds.csv", rounds_csv(r)),
-        (
-            "summary.json",
-            serde_json::to_string_pretty(&r.summary).expect("summaries serialize") + "\n",
-        ),
-    ];
+    let mut files = Vec::new();
+    for table in [jobs_table(r), rounds_table(r)] {
+        let parquet = table.to_parquet().map_err(|e| SimError::Io {
+            context: format!("encoding {}.parquet", table.name),
+            source: std::io::Error::other(e),
+        })?;
+        files.push((format!("{}.csv", table.name), table.to_csv().into_bytes()));
+        files.push((format!("{}.parquet", table.name), parquet));
+    }
+    files.push((
+        "summary.json".to_string(),
+        (serde_json::to_string_pretty(&r.summary).expect("summaries serialize") + "\n")
+            .into_bytes(),
+    ));
     let mut out = Vec::new();
-    for (name, text) in files {
+    for (name, bytes) in files {
         let p = dir.join(name);
-        write_atomic(&p, text.as_bytes()).map_err(|e| match e {
+        write_atomic(&p, &bytes).map_err(|e| match e {
             crate::profile::ProfileError::Io { context, source } => {
                 SimError::Io { context, source }
             }
