@@ -581,8 +581,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
         source: e,
     };
     std::fs::create_dir_all(dir).map_err(|e| io("creating the directory of", e))?;
-    let mut tmp =
-        tempfile::NamedTempFile::new_in(dir).map_err(|e| io("creating a temporary file for", e))?;
+    // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
+    // file's default 0600.
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(|e| io("creating a temporary file for", e))?;
     tmp.write_all(bytes).map_err(|e| io("writing", e))?;
     tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
     tmp.persist(path)
@@ -662,6 +666,28 @@ pub fn interpolate(xs: &[f64], ys: &[f64], values: &[Vec<f64>], x: f64, y: f64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomic_writes_are_readable_like_ordinary_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub").join("out.json");
+        write_atomic(&p, b"{}").unwrap();
+        // SAFETY: umask only swaps the process mask; it is restored at once.
+        let umask = unsafe {
+            let m = libc::umask(0o022);
+            libc::umask(m);
+            m
+        };
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644 & !(umask as u32));
+        assert_eq!(std::fs::read(&p).unwrap(), b"{}");
+        assert_eq!(
+            std::fs::read_dir(p.parent().unwrap()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
 
     #[test]
     fn server_shapes_parse() {
