@@ -44,7 +44,7 @@ def load(name):
     t0, t1 = map(float, (out / f"{name}.wall").read_text().split())
     return json.loads((out / f"{name}.json").read_text()), t1 - t0
 print("1. paper default: 128 GPUs, 9 jobs/h, single-GPU, split 20/70/10, window 4000-4999, FIFO")
-print(f"   {'seed':>4} {'proportional h':>15} {'tune h':>8} {'ratio':>6} {'wall s (prop/tune)':>19} {'job-rounds/s':>13}")
+print(f"   {'seed':>4} {'offered load':>12} {'proportional h':>15} {'tune h':>8} {'ratio':>6} {'wall s (prop/tune)':>19} {'job-rounds/s':>13}")
 prop, tune, opt, solve_mean, solve_max, walls = [], [], [], [], [], []
 for s in seeds:
     p, wp = load(f"paper-proportional-{s}")
@@ -52,7 +52,7 @@ for s in seeds:
     o, _ = load(f"paper-opt-{s}")
     prop.append(p["jct"]["mean_h"]); tune.append(t["jct"]["mean_h"]); opt.append(o["jct"]["mean_h"])
     solve_mean.append(o["solve_s_mean"]); solve_max.append(o["solve_s_max"]); walls += [wp, wt]
-    print(f"   {s:>4} {p['jct']['mean_h']:>15.1f} {t['jct']['mean_h']:>8.1f} {p['jct']['mean_h']/t['jct']['mean_h']:>5.2f}x"
+    print(f"   {s:>4} {p['offered_load']:>11.3f}x {p['jct']['mean_h']:>15.1f} {t['jct']['mean_h']:>8.1f} {p['jct']['mean_h']/t['jct']['mean_h']:>5.2f}x"
           f" {wp:>9.3f}/{wt:<9.3f} {t['job_rounds_per_s']:>13.0f}")
 mp, mt = st.mean(prop), st.mean(tune)
 def within(x, ref): return f"{100*(x-ref)/ref:+.0f}% vs {ref} h ({'within' if abs(x-ref) <= 0.2*ref else 'NOT within'} 20%)"

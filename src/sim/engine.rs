@@ -148,10 +148,15 @@ pub fn run(
     let mut demotions_total = 0u64;
     let mut rounds_run = 0u64;
     let mut used_sums = (0.0, 0.0, 0.0);
+    let (mut offered_gpu_s, mut offered_until_s) = (0.0, 0.0f64);
 
     loop {
         while let Some(j) = next.filter(|j| j.arrival_s <= now) {
             let m = catalog.get(j.model as usize);
+            if cfg.window.is_none_or(|(_, last)| j.id <= last) {
+                offered_gpu_s += j.iters as f64 * m.iter_time_s * j.gpus as f64;
+                offered_until_s = offered_until_s.max(j.arrival_s);
+            }
             active.push(JobState {
                 id: j.id,
                 model: j.model,
@@ -321,6 +326,8 @@ pub fn run(
             wall_s: started.elapsed().as_secs_f64(),
             demotions: demotions_total,
             used_sums,
+            offered_gpu_s,
+            offered_until_s,
             solves,
             solve_s_total,
             solve_s_max,

@@ -100,6 +100,10 @@ pub struct RunFacts {
     pub demotions: u64,
     /// GPUs, cores and GiB allocated, summed over rounds (for mean utilization without round records).
     pub used_sums: (f64, f64, f64),
+    /// GPU-seconds of work, at GPU-proportional speed, of the jobs up to the window's last id.
+    pub offered_gpu_s: f64,
+    /// Arrival of the last of those jobs, seconds.
+    pub offered_until_s: f64,
     /// Rounds the optimizer ran.
     pub solves: u64,
     /// Optimizer seconds in all.
@@ -178,6 +182,9 @@ pub struct Summary {
     pub cpu_util: f64,
     /// Mean memory utilization.
     pub memory_util: f64,
+    /// Work offered by the trace up to the window's end, at GPU-proportional speed, as a multiple of the
+    /// cluster's GPUs: above 1 the queue grows whatever the mechanism does for speed 1.0 jobs.
+    pub offered_load: f64,
     /// Demotions by tune (or opt's placement) in all rounds.
     pub demotions: u64,
     /// Measured jobs demoted at least once.
@@ -257,6 +264,11 @@ impl SimResult {
             gpu_util: f.used_sums.0 / tg / nr,
             cpu_util: f.used_sums.1 / tc / nr,
             memory_util: f.used_sums.2 / tm / nr,
+            offered_load: if f.offered_until_s > 0.0 {
+                f.offered_gpu_s / f.offered_until_s / tg
+            } else {
+                0.0
+            },
             demotions: f.demotions,
             jobs_demoted: measured.iter().filter(|j| j.demotions > 0).count() as u64,
             rounds: f.rounds,

@@ -36,6 +36,11 @@ pub fn render_summary(s: &Summary) -> String {
     );
     let _ = writeln!(
         o,
+        "  offered load {:.3}x the cluster's GPUs at GPU-proportional speed (arrivals up to the window's end)",
+        s.offered_load
+    );
+    let _ = writeln!(
+        o,
         "  utilization  GPU {:.1}%, CPU {:.1}%, memory {:.1}% (mean over rounds)",
         100.0 * s.gpu_util,
         100.0 * s.cpu_util,
