@@ -308,7 +308,10 @@ fn a_spec_probe_sets_workers_and_chains_the_users_sitecustomize() {
     let marker = tmp.path().join("user-sitecustomize-ran");
     std::fs::write(
         user.join("sitecustomize.py"),
-        format!("open({:?}, 'w').write('yes')\n", marker.display().to_string()),
+        format!(
+            "open({:?}, 'w').write('yes')\n",
+            marker.display().to_string()
+        ),
     )
     .unwrap();
     let spec_path = tmp.path().join("plain.toml");
@@ -350,16 +353,24 @@ PYTHONPATH = "{user}"
         "300",
     ]);
     let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
-    assert_eq!(v["samples"].as_f64().unwrap(), own["samples"].as_f64().unwrap());
+    assert_eq!(
+        v["samples"].as_f64().unwrap(),
+        own["samples"].as_f64().unwrap()
+    );
     assert_eq!(own["steps"], 14);
-    assert_eq!(own["workers"], 1, "SYNERGY_PROBE_SET_WORKERS follows --cpus 1");
+    assert_eq!(
+        own["workers"], 1,
+        "SYNERGY_PROBE_SET_WORKERS follows --cpus 1"
+    );
     assert!(marker.exists(), "the user's sitecustomize must still run");
 }
 
 #[test]
 fn a_spec_and_a_command_together_are_refused() {
     common::assert_input_error(
-        &["measure", "image", "--probe", "pytorch", "--", "python3", "t.py"],
+        &[
+            "measure", "image", "--probe", "pytorch", "--", "python3", "t.py",
+        ],
         &["not both"],
     );
     common::assert_input_error(&["profile"], &["command after `--`"]);
