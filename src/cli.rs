@@ -8,6 +8,7 @@ use crate::profile::file::ServerShape;
 use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
 use crate::profile::{Profile, ProfileError};
 use crate::units::{Bytes, BytesPerSec, Cores};
+use crate::workload::probe::ProbeKind;
 use crate::workload::{builtin, dataset, WorkloadError, WorkloadSpec};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -104,19 +105,28 @@ const MEASURE_EXAMPLES: &str = "Examples:
   synergy measure workloads/image.toml --cpus 0.5
   synergy measure image --cpus 2 --cold --storage-bps 20MB/s
   synergy measure image --cpus 1 --mem 512MiB --cold --warmup-epochs 1
-  synergy measure text --cpus 1 --synthetic --json";
+  synergy measure text --cpus 1 --synthetic --json
+  synergy measure workloads/pytorch-resnet18.toml --cpus 2
+  synergy measure --cpus 1 --probe pytorch -- python3 train.py --epochs 1   # an unmodified script";
 
 const PROFILE_EXAMPLES: &str = "Examples:
   synergy profile workloads/image.toml                       # defaults: auto axes, 2 validation points
   synergy profile image --storage-bps 20MB/s --validate 6     # a slower disk, more proof
   synergy profile audio --cpus 0.5,1,1.5,2 --mem 0.25,0.5,1 --exhaustive
   synergy profile image --server 8gpu,24cpu,500gb --out profiles/image-dgx.json
-  synergy profile image --resume                              # continue after Ctrl-C";
+  synergy profile image --resume                              # continue after Ctrl-C
+  synergy profile --probe pytorch --out profiles/mine.json -- python3 train.py   # an unmodified script";
 
 #[derive(Debug, clap::Args)]
 struct ProfileArgs {
-    /// Workload spec file, or a built-in workload name (image, audio, text).
-    spec: String,
+    /// Workload spec file, or a built-in workload name (image, audio, text); or none, with `-- COMMAND`.
+    spec: Option<String>,
+    /// Inject a zero-change probe into the workload (overrides the spec's `probe`).
+    #[arg(long, value_enum)]
+    probe: Option<ProbeKind>,
+    /// A command to profile without a spec, e.g. `-- python train.py` (use with --probe pytorch).
+    #[arg(last = true)]
+    command: Vec<String>,
     /// Where to write the profile (a CSV goes beside it). Default: profiles/NAME.json.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -446,9 +456,15 @@ fn parse_axis(flag: &str, s: &str) -> Result<Option<Vec<f64>>, InputError> {
 
 #[derive(Debug, clap::Args)]
 struct MeasureArgs {
-    /// Workload spec file, or a built-in workload name (image, audio, text).
-    #[arg(default_value = "image")]
-    spec: String,
+    /// Workload spec file, or a built-in workload name (image, audio, text); default image; or none,
+    /// with `-- COMMAND`.
+    spec: Option<String>,
+    /// Inject a zero-change probe into the workload (overrides the spec's `probe`).
+    #[arg(long, value_enum)]
+    probe: Option<ProbeKind>,
+    /// A command to measure without a spec, e.g. `-- python train.py` (use with --probe pytorch).
+    #[arg(last = true)]
+    command: Vec<String>,
     /// CPU cores (fractional values use a CFS quota). Default: every core of this host.
     #[arg(long)]
     cpus: Option<f64>,
@@ -635,8 +651,46 @@ fn check_positive(flag: &str, v: f64) -> Result<(), InputError> {
     }
 }
 
+/// The workload of `measure` or `profile`: a spec (file or built-in name), or a bare command after `--`;
+/// `--probe` applies to either.
+fn workload_of(
+    spec: Option<&str>,
+    default: Option<&str>,
+    probe: Option<ProbeKind>,
+    command: &[String],
+) -> Result<WorkloadSpec, InputError> {
+    let mut spec = match (spec, command.is_empty()) {
+        (Some(s), true) => WorkloadSpec::load(s)?,
+        (None, false) => WorkloadSpec::from_command(command, probe)?,
+        (Some(s), false) => {
+            return Err(InputError::new(
+                s,
+                "give either a spec or a command after `--`, not both",
+            ))
+        }
+        (None, true) => match default {
+            Some(d) => WorkloadSpec::load(d)?,
+            None => {
+                return Err(InputError::new(
+                    "SPEC",
+                    "name a workload spec (or a built-in: image, audio, text), or give a command after `--`",
+                ))
+            }
+        },
+    };
+    if probe.is_some() {
+        spec.probe = probe;
+    }
+    Ok(spec)
+}
+
 fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
-    let spec = WorkloadSpec::load(&args.spec)?;
+    let spec = workload_of(
+        args.spec.as_deref(),
+        Some("image"),
+        args.probe,
+        &args.command,
+    )?;
     let cpus = args
         .cpus
         .unwrap_or_else(|| measure::trial::host_cores().len() as f64);
@@ -697,7 +751,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
 }
 
 fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
-    let spec = WorkloadSpec::load(&args.spec)?;
+    let spec = workload_of(args.spec.as_deref(), None, args.probe, &args.command)?;
     if !(0.0..1.0).contains(&args.tolerance) {
         return Err(InputError::new("--tolerance", "must be in [0, 1)").into());
     }

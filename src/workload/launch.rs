@@ -1,6 +1,7 @@
 //! Starting a workload command under the launch contract (DESIGN.md 3.1), inside an isolation domain,
 //! and stopping it again with everything it started.
 
+use super::probe::ProbeDir;
 use super::spec::{Placeholders, ProgressSpec, Stream};
 use super::{env, WorkloadError, WorkloadSpec};
 use crate::isolate::ChildSetup;
@@ -50,6 +51,8 @@ pub struct Running {
     /// Its progress stream; taken by the reader.
     pub progress: Option<ProgressStream>,
     stderr_file: Option<File>,
+    /// The probe's files, removed when the workload is dropped.
+    _probe: Option<ProbeDir>,
     started: Instant,
     status: Option<std::process::ExitStatus>,
 }
@@ -180,7 +183,21 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
 /// Starts the workload. The child is placed in its domain, made leader of a new process group, and set
 /// to die with this process, all before its first instruction.
 pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
-    let (argv, envs) = command_line(cfg)?;
+    let (argv, mut envs) = command_line(cfg)?;
+    let probe = match cfg.spec.probe {
+        Some(kind) => {
+            let dir = ProbeDir::write(kind)?;
+            let existing = envs
+                .iter()
+                .rev()
+                .find(|(k, _)| k == "PYTHONPATH")
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var("PYTHONPATH").ok());
+            envs.push(("PYTHONPATH".into(), dir.python_path(existing.as_deref())));
+            Some(dir)
+        }
+        None => None,
+    };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).envs(envs).stdin(Stdio::null());
     // Do not leak the parent's own contract variables into a workload that does not use them.
@@ -270,6 +287,7 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         child,
         progress,
         stderr_file,
+        _probe: probe,
         started: Instant::now(),
         status: None,
     })

@@ -1,10 +1,11 @@
 //! Workloads: the spec that describes how to launch one, its dataset, the launcher that starts it under
-//! the launch contract, and the built-in reference workloads (image, audio, text) that stand in for real
-//! training on hosts without a GPU.
+//! the launch contract, zero-change probes for scripts that cannot be edited, and the built-in reference
+//! workloads (image, audio, text) that stand in for real training on hosts without a GPU.
 
 pub mod builtin;
 pub mod dataset;
 pub mod launch;
+pub mod probe;
 pub mod spec;
 
 pub use spec::WorkloadSpec;

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::dataset::DatasetKind;
+use super::probe::ProbeKind;
 
 /// The specs of the built-in workloads, embedded so the binary works without the repository.
 pub const BUILTIN: [(&str, &str); 3] = [
@@ -47,6 +48,9 @@ pub struct WorkloadSpec {
     /// Extra environment for the command (values may use placeholders).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// A zero-change probe to inject (`"pytorch"`): progress then comes from the probe on the pipe.
+    #[serde(default)]
+    pub probe: Option<ProbeKind>,
     /// Where the spec came from (a file path, or `builtin:NAME`); not part of the file.
     #[serde(skip)]
     pub origin: String,
@@ -151,6 +155,7 @@ impl Placeholders {
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "synergy".into());
         values.insert("synergy", exe);
+        values.insert("python", python());
         values.insert("data_dir", data_dir().display().to_string());
         values.insert("spec_dir", spec.base_dir.display().to_string());
         values.insert("batch_size", spec.batch_size.to_string());
@@ -206,6 +211,14 @@ impl Placeholders {
         out.push_str(rest);
         Ok(out)
     }
+}
+
+/// The Python interpreter for `{python}`: `$SYNERGY_PYTHON`, else `python3`.
+pub fn python() -> String {
+    std::env::var("SYNERGY_PYTHON")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| "python3".into())
 }
 
 /// Where datasets of specs that use `{data_dir}` live: `$SYNERGY_DATA_DIR`, else the user's cache directory.
@@ -267,6 +280,45 @@ impl WorkloadSpec {
         ))
     }
 
+    /// A spec for a bare command (`synergy measure --probe pytorch -- python train.py ...`): named after
+    /// its script, no dataset, progress on the pipe. Its batch size is unknown, so it is recorded as 1;
+    /// samples are still counted per batch by the workload or its probe.
+    pub fn from_command(argv: &[String], probe: Option<ProbeKind>) -> Result<Self, InputError> {
+        let origin = "command line";
+        let script = argv
+            .iter()
+            .find(|a| a.ends_with(".py"))
+            .or_else(|| argv.first())
+            .ok_or_else(|| InputError::new(origin, "no command after `--`"))?;
+        let name = Path::new(script)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "command".into());
+        // Braces in a user's arguments are theirs, not placeholders.
+        let command = argv
+            .iter()
+            .map(|a| a.replace('{', "{{").replace('}', "}}"))
+            .collect();
+        let spec = WorkloadSpec {
+            name,
+            description: format!("the command `{}`", argv.join(" ")),
+            command,
+            batch_size: 1,
+            gpus: 1,
+            footprint: Bytes(0),
+            cache: CacheKind::PageCache,
+            dataset: None,
+            progress: ProgressSpec::Pipe,
+            env: BTreeMap::new(),
+            probe,
+            origin: origin.into(),
+            base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
     fn validate(&self) -> Result<(), InputError> {
         let o = self.origin.as_str();
         if self.name.trim().is_empty() {
@@ -281,6 +333,13 @@ impl WorkloadSpec {
         }
         if self.batch_size == 0 {
             return Err(InputError::field(o, "batch_size", "must be at least 1"));
+        }
+        if self.probe.is_some() && !matches!(self.progress, ProgressSpec::Pipe) {
+            return Err(InputError::field(
+                o,
+                "probe",
+                "a probe reports progress on the pipe; remove `[progress]` or set `source = \"pipe\"`",
+            ));
         }
         if let ProgressSpec::Regex { pattern, scale, .. } = &self.progress {
             let re = regex::Regex::new(pattern).map_err(|e| {
@@ -401,6 +460,37 @@ mod tests {
         assert_eq!(e("{{cpus}} {cpus}").unwrap(), "{cpus} 2");
         assert_eq!(e("${HOME} {").unwrap(), "${HOME} {");
         assert!(e("{cpu}").is_err());
+    }
+
+    #[test]
+    fn a_bare_command_becomes_a_spec() {
+        let argv: Vec<String> = ["python3", "/x/train.py", "--cfg", "{\"a\": 1}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let spec = WorkloadSpec::from_command(&argv, Some(ProbeKind::Pytorch)).unwrap();
+        assert_eq!(spec.name, "train");
+        let ph = Placeholders::base(&spec);
+        let expanded: Vec<String> = spec
+            .command
+            .iter()
+            .map(|a| ph.expand(a, "o", "f").unwrap())
+            .collect();
+        assert_eq!(expanded, argv);
+        assert!(WorkloadSpec::from_command(&[], None).is_err());
+    }
+
+    #[test]
+    fn a_probe_needs_the_pipe() {
+        let ok = "name='x'\ncommand=['{python}', 't.py']\nbatch_size=1\nfootprint='1MiB'\nprobe='pytorch'\n";
+        let spec = WorkloadSpec::parse(ok, "x.toml", Path::new(".")).unwrap();
+        assert_eq!(spec.probe, Some(ProbeKind::Pytorch));
+        let bad = format!("{ok}[progress]\nsource='regex'\npattern='(?P<rate>[0-9.]+)it/s'\n");
+        let err = WorkloadSpec::parse(&bad, "x.toml", Path::new(".")).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("probe"));
+        let unknown = ok.replace("'pytorch'", "'jax'");
+        let err = WorkloadSpec::parse(&unknown, "x.toml", Path::new(".")).unwrap_err();
+        assert!(err.message.contains("jax"), "{err}");
     }
 
     #[test]

@@ -1,0 +1,378 @@
+//! Real PyTorch training through the real binary: every training script in workloads/pytorch/ (through its
+//! spec) and the zero-change probe on an unmodified script, each for a few steps with a tiny batch on CPU.
+//! Each asserts that the samples synergy counted equal the samples the script says it trained on.
+//!
+//! Needs PyTorch: `scripts/install-pytorch.sh` installs it (CI runs it first) and prints the interpreter,
+//! which these tests take from $SYNERGY_PYTHON, else from that script's default location.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+const STEPS: u64 = 14;
+const BATCH: u64 = 2;
+
+/// The Python interpreter with torch; fails the test (never skips it) when torch is missing.
+fn python() -> String {
+    let py = std::env::var("SYNERGY_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .or_else(|| {
+            let home = std::env::var("HOME").ok()?;
+            let p = Path::new(&home).join(".cache/synergy/torch-venv/bin/python");
+            p.exists().then(|| p.display().to_string())
+        })
+        .unwrap_or_else(|| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import torch, torchvision"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "`{py}` cannot import torch and torchvision: run scripts/install-pytorch.sh (CI does) and set \
+         SYNERGY_PYTHON to the interpreter it prints"
+    );
+    py
+}
+
+/// A data directory of small datasets under the names the pytorch-* specs expect, made once.
+fn data_dir() -> PathBuf {
+    static MADE: Mutex<bool> = Mutex::new(false);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("torch-datasets");
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if !*made {
+        for (kind, name, size) in [
+            ("image", "image-256m", "3MiB"),
+            ("audio", "audio-256m", "2MiB"),
+            ("text", "text-128m", "1MiB"),
+        ] {
+            let path = dir.join(name);
+            if !path.exists() {
+                let st = Command::new(env!("CARGO_BIN_EXE_synergy"))
+                    .args(["dataset", "gen", "--kind", kind, "--size", size])
+                    .arg(&path)
+                    .status()
+                    .unwrap();
+                assert!(st.success(), "generating {}", path.display());
+            }
+        }
+        *made = true;
+    }
+    dir
+}
+
+fn spec(name: &str) -> String {
+    format!("{}/workloads/{name}.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `synergy measure ARGS --json` with a tiny batch and a step limit; returns the trial and the script's
+/// own summary of what it processed.
+fn measure(args: &[&str], script_env: &[(&str, &str)]) -> (Value, Value) {
+    let _serial = common::serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = tmp.path().join("summary.json");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_synergy"));
+    cmd.arg("measure")
+        .args(args)
+        .args([
+            "--cpus",
+            "1",
+            "--warmup-seconds",
+            "0",
+            "--warmup-steps",
+            "1",
+            "--min-seconds",
+            "0",
+            // Never converges, so the script runs to its step limit and exits by itself.
+            "--precision",
+            "0.000001",
+            "--max-seconds",
+            "300",
+            "--json",
+        ])
+        .env("SYNERGY_PYTHON", python())
+        .env("SYNERGY_DATA_DIR", data_dir())
+        .env("TRAIN_BATCH_SIZE", BATCH.to_string())
+        .env("TRAIN_MAX_STEPS", STEPS.to_string())
+        .env("TRAIN_SUMMARY", &summary);
+    for (k, v) in script_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "synergy measure {args:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trial: Value = serde_json::from_slice(&out.stdout).expect("measure --json prints JSON");
+    let text = std::fs::read_to_string(&summary).expect("the script wrote its summary");
+    (trial, serde_json::from_str(&text).unwrap())
+}
+
+/// The samples and steps synergy counted equal those the script trained on.
+fn assert_counts_match(trial: &Value, summary: &Value, steps: u64, per_step: u64) {
+    assert_eq!(trial["stop_reason"], "workload-exited", "{trial}");
+    assert_eq!(summary["steps"], steps, "{summary}");
+    assert_eq!(summary["samples"], steps * per_step, "{summary}");
+    assert_eq!(trial["steps"], steps, "{trial}");
+    assert_eq!(
+        trial["samples"].as_f64().unwrap(),
+        summary["samples"].as_f64().unwrap()
+    );
+    assert!(trial["throughput"]["samples_per_s"].as_f64().unwrap() > 0.0);
+    // No GPU here: the GPU figures are null, not made up.
+    if summary["device"] == "cpu" {
+        assert!(trial["telemetry"]["gpu"].is_null(), "{trial}");
+    }
+}
+
+fn image_model(spec_name: &str, model: &str) {
+    let (trial, summary) = measure(&[&spec(spec_name)], &[("TRAIN_IMAGE_SIZE", "64")]);
+    assert_counts_match(&trial, &summary, STEPS, BATCH);
+    assert_eq!(summary["model"], model);
+    // One DataLoader worker per granted core.
+    assert_eq!(summary["workers"], 1);
+}
+
+#[test]
+fn resnet18_counts_match() {
+    image_model("pytorch-resnet18", "resnet18");
+}
+
+#[test]
+fn resnet50_counts_match() {
+    image_model("pytorch-resnet50", "resnet50");
+}
+
+#[test]
+fn mobilenet_v2_counts_match() {
+    image_model("pytorch-mobilenet-v2", "mobilenet_v2");
+}
+
+#[test]
+fn shufflenet_v2_counts_match() {
+    image_model("pytorch-shufflenet-v2", "shufflenet_v2_x1_0");
+}
+
+#[test]
+fn alexnet_counts_match() {
+    image_model("pytorch-alexnet", "alexnet");
+}
+
+#[test]
+fn lstm_and_transformer_count_match() {
+    for (name, model) in [
+        ("pytorch-lstm", "lstm"),
+        ("pytorch-transformer", "transformer"),
+    ] {
+        let (trial, summary) = measure(&[&spec(name)], &[("TRAIN_SEQ_LEN", "32")]);
+        assert_counts_match(&trial, &summary, STEPS, BATCH);
+        assert_eq!(summary["model"], model);
+    }
+}
+
+#[test]
+fn m5_counts_match_with_data_and_synthetic() {
+    let (trial, summary) = measure(&[&spec("pytorch-m5")], &[]);
+    assert_counts_match(&trial, &summary, STEPS, BATCH);
+    assert_eq!(summary["synthetic"], false);
+    let (trial, summary) = measure(&[&spec("pytorch-m5"), "--synthetic"], &[]);
+    assert_counts_match(&trial, &summary, STEPS, BATCH);
+    assert_eq!(summary["synthetic"], true);
+}
+
+#[test]
+fn the_application_cache_keeps_a_fixed_subset() {
+    // About 32 images in 3 MiB; a 1 MB cache holds about a third of them. Three epochs of 8 steps.
+    let (trial, summary) = measure(
+        &[&spec("pytorch-shufflenet-v2"), "--cache-bytes", "1MB"],
+        &[
+            ("TRAIN_IMAGE_SIZE", "32"),
+            ("TRAIN_BATCH_SIZE", "4"),
+            ("TRAIN_MAX_STEPS", "24"),
+        ],
+    );
+    assert_counts_match(&trial, &summary, 24, 4);
+    let hits = summary["cache_hits"].as_u64().unwrap();
+    let misses = summary["cache_misses"].as_u64().unwrap();
+    assert_eq!(hits + misses, 96);
+    // Hits only after the first epoch, and never the whole dataset: a third of it, give or take.
+    let ratio = hits as f64 / 96.0;
+    assert!(
+        (0.1..0.5).contains(&ratio),
+        "hit ratio {ratio} ({hits} hits)"
+    );
+    let app = &trial["telemetry"]["app_cache"];
+    assert!(
+        app["hits"].as_u64().unwrap() + app["misses"].as_u64().unwrap() > 0,
+        "{trial}"
+    );
+}
+
+/// The unmodified script's own log of what it trained on.
+fn plain_script() -> String {
+    format!(
+        "{}/workloads/pytorch/examples/plain_train.py",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn the_probe_counts_an_unmodified_script() {
+    let py = python();
+    let data = data_dir().join("image-256m");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log.json");
+    let probe_tmp = tempfile::tempdir().unwrap();
+    // Batches of 5 over about 32 images: every epoch ends with a short batch, which must count as such.
+    let (trial, _) = {
+        let _serial = common::serial();
+        let out = Command::new(env!("CARGO_BIN_EXE_synergy"))
+            .args([
+                "measure",
+                "--cpus",
+                "1",
+                "--warmup-seconds",
+                "0",
+                "--warmup-steps",
+                "1",
+                "--min-seconds",
+                "0",
+                "--precision",
+                "0.000001",
+                "--max-seconds",
+                "300",
+                "--json",
+                "--probe",
+                "pytorch",
+                "--",
+                &py,
+                &plain_script(),
+                "--data",
+                data.to_str().unwrap(),
+                "--batch-size",
+                "5",
+                "--steps",
+                "16",
+                "--log",
+                log.to_str().unwrap(),
+            ])
+            .env("TMPDIR", probe_tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (v, ())
+    };
+    let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(own["steps"], 16);
+    assert_eq!(trial["steps"], 16);
+    assert_eq!(trial["workload"], "plain_train");
+    assert_eq!(
+        trial["samples"].as_f64().unwrap(),
+        own["samples"].as_f64().unwrap()
+    );
+    assert!(
+        own["samples"].as_u64().unwrap() < 16 * 5,
+        "a short batch was expected: {own}"
+    );
+    // Left alone, the script keeps its own two workers.
+    assert_eq!(own["workers"], 2);
+    // The probe's temporary directory is gone.
+    let left: Vec<_> = std::fs::read_dir(probe_tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("synergy-probe-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_spec_probe_sets_workers_and_chains_the_users_sitecustomize() {
+    let py = python();
+    let data = data_dir().join("image-256m");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("log.json");
+    let user = tmp.path().join("user-site");
+    std::fs::create_dir(&user).unwrap();
+    let marker = tmp.path().join("user-sitecustomize-ran");
+    std::fs::write(
+        user.join("sitecustomize.py"),
+        format!(
+            "open({:?}, 'w').write('yes')\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let spec_path = tmp.path().join("plain.toml");
+    std::fs::write(
+        &spec_path,
+        format!(
+            r#"name = "plain"
+command = ["{py}", "{script}", "--data", "{data}", "--batch-size", "{{batch_size}}", "--steps", "14",
+           "--log", "{log}"]
+batch_size = 4
+footprint = "512MiB"
+probe = "pytorch"
+
+[env]
+SYNERGY_PROBE_SET_WORKERS = "1"
+PYTHONPATH = "{user}"
+"#,
+            script = plain_script(),
+            data = data.display(),
+            log = log.display(),
+            user = user.display(),
+        ),
+    )
+    .unwrap();
+    let _serial = common::serial();
+    let v = common::measure(&[
+        spec_path.to_str().unwrap(),
+        "--cpus",
+        "1",
+        "--warmup-seconds",
+        "0",
+        "--warmup-steps",
+        "1",
+        "--min-seconds",
+        "0",
+        "--precision",
+        "0.000001",
+        "--max-seconds",
+        "300",
+    ]);
+    let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    assert_eq!(
+        v["samples"].as_f64().unwrap(),
+        own["samples"].as_f64().unwrap()
+    );
+    assert_eq!(own["steps"], 14);
+    assert_eq!(
+        own["workers"], 1,
+        "SYNERGY_PROBE_SET_WORKERS follows --cpus 1"
+    );
+    assert!(marker.exists(), "the user's sitecustomize must still run");
+}
+
+#[test]
+fn a_spec_and_a_command_together_are_refused() {
+    common::assert_input_error(
+        &[
+            "measure", "image", "--probe", "pytorch", "--", "python3", "t.py",
+        ],
+        &["not both"],
+    );
+    common::assert_input_error(&["profile"], &["command after `--`"]);
+    common::assert_input_error(&["measure", "--probe", "jax", "--", "python3"], &["jax"]);
+}
