@@ -18,7 +18,7 @@ const MIB: u64 = 1 << 20;
 fn cluster() -> Slurm {
     let slurm = Slurm::new();
     if let Err(e) = slurm.ping() {
-        panic!("these tests need a running Slurm cluster: run `sudo scripts/slurm-setup.sh` first ({e})");
+        panic!("these tests need a running Slurm cluster: {e}");
     }
     slurm
 }
@@ -105,6 +105,32 @@ fn running(slurm: &Slurm, id: JobId) -> JobInfo {
             j.state == JobState::Running || j.state.is_finished()
         })
         .expect("the job starts")
+}
+
+/// The pid the probe script printed (the workload's, as the script `exec`s it), waiting up to 30 s.
+fn job_pid(out_file: &Path) -> u32 {
+    for _ in 0..300 {
+        let out = std::fs::read_to_string(out_file).unwrap_or_default();
+        if let Some(pid) = values(&out, "pid").first().and_then(|p| p.parse().ok()) {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the job did not print its pid into {}", out_file.display());
+}
+
+/// The state letter of a process (`R`, `S`, `T` for stopped, ...) from /proc/PID/stat; `None` once gone.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// CPU time (user + system, in clock ticks) of a process and its threads so far.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    // After the state (field 3): utime and stime are fields 14 and 15.
+    rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap()
 }
 
 /// Slurm's cgroups of a job (`.../slurm*/uid_*/job_ID`) in any controller, as the kernel lists them.
@@ -278,19 +304,7 @@ fn cancel_delivers_sigterm_and_leaves_no_process_or_cgroup() {
     assert_eq!(live.state, JobState::Running, "{live:?}");
 
     // Wait until the workload itself runs (its pid printed, its first steps done) so SIGTERM finds it.
-    let out_file = dir.path().join("out.txt");
-    let mut pid = None;
-    for _ in 0..300 {
-        let out = std::fs::read_to_string(&out_file).unwrap_or_default();
-        pid = values(&out, "pid")
-            .first()
-            .and_then(|p| p.parse::<u32>().ok());
-        if pid.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let pid = pid.expect("the job printed its pid");
+    let pid = job_pid(&dir.path().join("out.txt"));
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         Path::new(&format!("/proc/{pid}")).exists(),
@@ -318,6 +332,50 @@ fn cancel_delivers_sigterm_and_leaves_no_process_or_cgroup() {
     slurm
         .cancel(id)
         .expect("cancelling an ended job is not an error");
+}
+
+#[test]
+fn suspend_stops_every_process_and_resume_continues() {
+    let _serial = common::serial();
+    let slurm = cluster();
+    let node = node(&slurm);
+    let dir = tempfile::tempdir().unwrap();
+    let script = PROBE.replace(r#""$@""#, "");
+    let id = slurm
+        .submit(&request("synergy-test-suspend", &node, dir.path(), &script))
+        .unwrap();
+    assert_eq!(running(&slurm, id).state, JobState::Running);
+    let pid = job_pid(&dir.path().join("out.txt"));
+    std::thread::sleep(Duration::from_secs(1));
+
+    slurm.suspend(id).expect("scontrol suspend");
+    let suspended = slurm
+        .wait_for(id, Duration::from_secs(30), |j| {
+            j.state != JobState::Running
+        })
+        .unwrap();
+    assert_eq!(suspended.state, JobState::Suspended, "{suspended:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(process_state(pid), Some('T'), "the workload is stopped");
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(cpu_ticks(pid), before, "a suspended job uses no CPU");
+
+    slurm.resume(id).expect("scontrol resume");
+    let resumed = slurm
+        .wait_for(id, Duration::from_secs(30), |j| {
+            j.state != JobState::Suspended
+        })
+        .unwrap();
+    assert_eq!(resumed.state, JobState::Running, "{resumed:?}");
+    std::thread::sleep(Duration::from_secs(1));
+    assert_ne!(process_state(pid), Some('T'));
+    assert!(cpu_ticks(pid) > before, "the resumed job computes again");
+
+    let ended = slurm.stop(id, Duration::from_secs(60)).unwrap();
+    assert_eq!(ended.state, JobState::Cancelled);
+    assert_eq!(process_state(pid), None, "no process is left");
+    assert!(job_cgroups(id).is_empty(), "{:?}", job_cgroups(id));
 }
 
 #[test]

@@ -477,6 +477,19 @@ impl Slurm {
             .map(|_| ())
     }
 
+    /// Suspends a running job: slurmd stops every process of it (SIGSTOP) and Slurm frees its cores for
+    /// other jobs while it keeps its memory. Needs Slurm operator rights (root here).
+    pub fn suspend(&self, id: JobId) -> Result<(), SlurmError> {
+        let ids = id.to_string();
+        self.run("scontrol", &["suspend", &ids], None).map(|_| ())
+    }
+
+    /// Resumes a suspended job (SIGCONT to its processes).
+    pub fn resume(&self, id: JobId) -> Result<(), SlurmError> {
+        let ids = id.to_string();
+        self.run("scontrol", &["resume", &ids], None).map(|_| ())
+    }
+
     /// Cancels the job and waits until it has ended and its processes are gone.
     pub fn stop(&self, id: JobId, timeout: Duration) -> Result<JobInfo, SlurmError> {
         self.cancel(id)?;
