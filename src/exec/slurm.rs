@@ -236,10 +236,10 @@ impl JobState {
             | JobState::OutOfMemory
             | JobState::NodeFail
             | JobState::Preempted => true,
-            // BOOT_FAIL, DEADLINE, REVOKED, SPECIAL_EXIT: all terminal too.
-            JobState::Other(s) => !matches!(
+            // Rarer terminal states; anything else (REQUEUED, STOPPED, SIGNALING, ...) may still run.
+            JobState::Other(s) => matches!(
                 s.as_str(),
-                "REQUEUED" | "RESIZING" | "SIGNALING" | "STAGE_OUT"
+                "BOOT_FAIL" | "DEADLINE" | "REVOKED" | "SPECIAL_EXIT"
             ),
             _ => false,
         }
@@ -754,7 +754,7 @@ fn gpus_in_gres(gres: &str) -> u32 {
                 return None;
             }
             // The count is the last part (`gpu:N` or `gpu:TYPE:N`); a bare `gpu` means one.
-            parts.last().map_or(Some(1), |n| n.parse().ok())
+            parts.next_back().map_or(Some(1), |n| n.parse().ok())
         })
         .sum()
 }
