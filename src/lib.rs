@@ -9,6 +9,7 @@
 pub mod cancel;
 pub mod cli;
 pub mod error;
+pub mod exec;
 pub mod isolate;
 pub mod measure;
 pub mod profile;

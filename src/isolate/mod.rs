@@ -6,7 +6,7 @@
 
 pub mod affinity;
 pub mod cgroup;
-mod cpus;
+pub(crate) mod cpus;
 pub mod pagecache;
 
 use crate::units::{Bytes, BytesPerSec, Cores};

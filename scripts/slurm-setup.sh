@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# A real single-node Slurm cluster on 127.0.0.1 for synergy's Slurm backend and its integration tests.
+#
+# Installs Debian's packages (munge, slurmctld, slurmd, slurm-client) when they are missing, writes
+# slurm.conf, cgroup.conf and gres.conf for this host (its real cores, its memory less a reserve for the OS,
+# N emulated GPUs as GRES backed by /dev/tty0..N-1), starts munged, slurmctld and slurmd, and waits until the
+# node accepts jobs. Jobs are confined by task/cgroup and proctrack/cgroup (cgroup v1: ConstrainCores,
+# ConstrainRAMSpace), so `--cpus-per-task` and `--mem` are real limits; `--gres=gpu:N` sets CUDA_VISIBLE_DEVICES.
+# There is no accounting database (sacct does not work; use `scontrol show job`).
+#
+# Idempotent: run it again and it only starts what is not running, restarts the daemons when the
+# configuration it would write differs from the one in place, and resumes a node left DOWN or DRAINED.
+#
+# usage (as root):
+#   scripts/slurm-setup.sh [start] [--gpus N]   install if needed, configure, start, wait for the node (default)
+#   scripts/slurm-setup.sh stop                 stop slurmd, slurmctld and munged (by their pid files)
+#   scripts/slurm-setup.sh status               the daemons and the node's state
+# environment:
+#   SLURM_GPUS=N            emulated GPUs (default 2; same as --gpus)
+#   SLURM_MEM_RESERVE_MB=M  memory kept for the OS (default: 10% of the host, at least 1024)
+#   SLURM_WAIT_S=S          how long to wait for the node to become idle (default 120)
+set -euo pipefail
+
+cmd=start
+gpus="${SLURM_GPUS:-2}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    start | stop | status) cmd="$1" ;;
+    --gpus) gpus="${2:?--gpus needs a number}"; shift ;;
+    --gpus=*) gpus="${1#--gpus=}" ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "slurm-setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+case "$gpus" in '' | *[!0-9]*) echo "slurm-setup: --gpus must be a whole number, got '$gpus'" >&2; exit 2 ;; esac
+
+conf_dir=/etc/slurm
+state_dir=/var/lib/slurm
+log_dir=/var/log/slurm
+ctld_pid=/run/slurmctld.pid
+slurmd_pid=/run/slurmd.pid
+munge_pid=/run/munge/munged.pid
+t_start=$(date +%s.%N)
+
+say() { echo "slurm-setup: $*"; }
+die() { echo "slurm-setup: $*" >&2; exit 1; }
+elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# alive PIDFILE: the pid in PIDFILE names a running process.
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# stop_daemon NAME PIDFILE: SIGTERM the daemon whose pid is in PIDFILE, wait up to 10 s for it to exit.
+stop_daemon() {
+  local name="$1" pidfile="$2" pid i
+  if ! alive "$pidfile"; then rm -f "$pidfile"; return 0; fi
+  pid="$(cat "$pidfile")"
+  kill -TERM "$pid"
+  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
+  rm -f "$pidfile"
+  say "stopped $name (pid $pid)"
+}
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages and starts the Slurm daemons)"
+
+if [ "$cmd" = stop ]; then
+  stop_daemon slurmd "$slurmd_pid"
+  stop_daemon slurmctld "$ctld_pid"
+  stop_daemon munged "$munge_pid"
+  exit 0
+fi
+
+if [ "$cmd" = status ]; then
+  for d in "munged $munge_pid" "slurmctld $ctld_pid" "slurmd $slurmd_pid"; do
+    set -- $d
+    if alive "$2"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
+  done
+  command -v sinfo >/dev/null && sinfo -N -o '%N %T %c %m %G' 2>&1 || true
+  exit 0
+fi
+
+# 1. Packages.
+missing=()
+for c in munged slurmctld slurmd sinfo; do command -v "$c" >/dev/null || missing+=("$c"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing munge slurmctld slurmd slurm-client (missing: ${missing[*]})"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client >/dev/null
+  say "installed $(dpkg-query -W -f='${Version}' slurmctld) after $(elapsed) s"
+fi
+
+# 2. Munge: one key shared by the daemons and the clients.
+if [ ! -s /etc/munge/munge.key ]; then
+  say "creating /etc/munge/munge.key"
+  if command -v mungekey >/dev/null; then mungekey --create --keyfile=/etc/munge/munge.key; else
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+  fi
+fi
+chown munge:munge /etc/munge/munge.key
+chmod 0400 /etc/munge/munge.key
+install -d -o munge -g munge -m 0755 /run/munge
+install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+
+# 3. Configuration for this host.
+host="$(hostname -s)"
+[ -n "$host" ] || die "this host has no name (hostname -s is empty); slurmd needs one"
+[ "$gpus" -ge 1 ] || die "--gpus must be at least 1"
+for i in $(seq 0 $((gpus - 1))); do
+  [ -c "/dev/tty$i" ] || die "/dev/tty$i does not exist: it backs emulated GPU $i; ask for fewer with --gpus"
+done
+# slurmd -C prints this host's real topology (CPUs, sockets, cores, threads) and memory.
+topology="$(slurmd -C | head -1)"
+cpus="$(sed -n 's/.*CPUs=\([0-9]*\).*/\1/p' <<<"$topology")"
+mem_mb="$(sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' <<<"$topology")"
+[ -n "$cpus" ] && [ -n "$mem_mb" ] || die "could not read cores and memory from 'slurmd -C': $topology"
+reserve_mb="${SLURM_MEM_RESERVE_MB:-$((mem_mb / 10 > 1024 ? mem_mb / 10 : 1024))}"
+node_mem_mb=$((mem_mb - reserve_mb))
+[ "$node_mem_mb" -gt 256 ] || die "only ${mem_mb} MB of memory, ${reserve_mb} MB kept for the OS: too little for jobs"
+# The topology fields of `slurmd -C` without its NodeName and RealMemory; ours replace them.
+shape="$(sed -e 's/^NodeName=[^ ]* //' -e 's/ *RealMemory=[0-9]*//' -e 's/ *UpTime=.*//' <<<"$topology")"
+last_tty=$((gpus - 1))
+
+new_conf="$(mktemp -d)"
+trap 'rm -rf "$new_conf"' EXIT
+cat >"$new_conf/slurm.conf" <<EOF
+# Written by synergy's scripts/slurm-setup.sh: one node on 127.0.0.1 with $gpus emulated GPUs.
+ClusterName=synergy
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+MailProg=/bin/true
+ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SchedulerType=sched/backfill
+GresTypes=gpu
+ReturnToService=2
+StateSaveLocation=$state_dir/slurmctld
+SlurmdSpoolDir=$state_dir/slurmd
+SlurmctldPidFile=$ctld_pid
+SlurmdPidFile=$slurmd_pid
+SlurmctldLogFile=$log_dir/slurmctld.log
+SlurmdLogFile=$log_dir/slurmd.log
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+# Small cluster, fast tests: short scheduler and health intervals, quick kill of cancelled jobs.
+SchedulerParameters=sched_interval=2
+SlurmctldTimeout=30
+SlurmdTimeout=60
+KillWait=10
+MinJobAge=300
+DefMemPerCPU=512
+NodeName=$host NodeAddr=127.0.0.1 $shape RealMemory=$node_mem_mb Gres=gpu:$gpus State=UNKNOWN
+PartitionName=main Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+cat >"$new_conf/cgroup.conf" <<EOF
+# Written by synergy's scripts/slurm-setup.sh: jobs get exactly the cores and memory they asked for.
+CgroupPlugin=cgroup/v1
+CgroupAutomount=yes
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+AllowedRAMSpace=100
+ConstrainSwapSpace=no
+ConstrainDevices=no
+EOF
+cat >"$new_conf/gres.conf" <<EOF
+# Written by synergy's scripts/slurm-setup.sh: emulated GPUs (character devices stand in for /dev/nvidia*).
+NodeName=$host Name=gpu File=/dev/tty[0-$last_tty]
+EOF
+[ "$gpus" -eq 1 ] && echo "NodeName=$host Name=gpu File=/dev/tty0" >"$new_conf/gres.conf"
+
+changed=no
+install -d "$conf_dir"
+for f in slurm.conf cgroup.conf gres.conf; do
+  if ! cmp -s "$new_conf/$f" "$conf_dir/$f"; then
+    install -m 0644 "$new_conf/$f" "$conf_dir/$f"
+    changed=yes
+  fi
+done
+install -d -m 0755 "$state_dir/slurmctld" "$state_dir/slurmd" "$log_dir"
+if [ "$changed" = yes ]; then
+  say "wrote $conf_dir/{slurm,cgroup,gres}.conf: node $host, $shape, ${node_mem_mb} MB (${reserve_mb} MB kept for the OS), $gpus emulated GPUs"
+  # Daemons started with an older configuration would keep it: restart them.
+  stop_daemon slurmd "$slurmd_pid"
+  stop_daemon slurmctld "$ctld_pid"
+else
+  say "configuration unchanged: node $host, $shape, ${node_mem_mb} MB, $gpus emulated GPUs"
+fi
+
+# 4. Daemons (the packages do not start them here: no systemd).
+if ! alive "$munge_pid"; then
+  runuser -u munge -- /usr/sbin/munged --pid-file="$munge_pid" || die "munged did not start (see /var/log/munge/munged.log)"
+  say "started munged (pid $(cat "$munge_pid"))"
+fi
+munge -n | unmunge >/dev/null || die "munge does not round-trip a credential (see /var/log/munge/munged.log)"
+if ! alive "$ctld_pid"; then
+  slurmctld || die "slurmctld did not start: see $log_dir/slurmctld.log"
+  for _ in $(seq 50); do [ -s "$ctld_pid" ] && break; sleep 0.1; done
+  say "started slurmctld (pid $(cat "$ctld_pid" 2>/dev/null || echo '?'))"
+fi
+for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
+scontrol ping | grep -q UP || die "slurmctld does not answer 'scontrol ping': see $log_dir/slurmctld.log"
+if ! alive "$slurmd_pid"; then
+  slurmd || die "slurmd did not start: see $log_dir/slurmd.log"
+  for _ in $(seq 50); do [ -s "$slurmd_pid" ] && break; sleep 0.1; done
+  say "started slurmd (pid $(cat "$slurmd_pid" 2>/dev/null || echo '?'))"
+fi
+
+# 5. Wait for the node. A node DOWN or DRAINED by an earlier run (a crash, a config change) is resumed.
+deadline=$(($(date +%s) + ${SLURM_WAIT_S:-120}))
+resumed=no
+while :; do
+  state="$(sinfo -h -N -n "$host" -o '%T' 2>/dev/null | head -1)"
+  case "$state" in
+    idle | mixed | allocated | completing) break ;;
+    down* | drain* | drained* | fail*)
+      if [ "$resumed" = no ]; then
+        say "node $host is $state: resuming it"
+        scontrol update nodename="$host" state=resume || true
+        resumed=yes
+      fi
+      ;;
+  esac
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    sinfo -N -l >&2 || true
+    die "node $host is still '${state:-unknown}' after ${SLURM_WAIT_S:-120} s: see $log_dir/slurmd.log and $log_dir/slurmctld.log"
+  fi
+  sleep 0.5
+done
+say "node $host is $state after $(elapsed) s"
+sinfo -N -o '%N %T %c %m %G'

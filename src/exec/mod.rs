@@ -1,0 +1,3 @@
+//! Running real jobs: the executor's backends (so far the Slurm client).
+
+pub mod slurm;
