@@ -397,11 +397,12 @@ impl MemChart {
         } else {
             "Throughput against memory".to_string()
         };
-        let area = titled(
-            root,
-            &title,
-            "one line per CPU allocation; marker shape: the stage that limits throughput",
-        )?;
+        let subtitle = if self.inputs.iter().any(|i| i.profile.matrix.limited_by.is_some()) {
+            "one line per CPU allocation; marker shape: the stage that limits throughput"
+        } else {
+            "one line per CPU allocation (published profiles do not record the limiting stage)"
+        };
+        let area = titled(root, &title, subtitle)?;
         for (k, panel) in panels(&area, self.inputs.len()).iter().enumerate() {
             self.draw_panel(panel, k)?;
         }
@@ -491,7 +492,10 @@ impl MemChart {
             {
                 group.push(ends[k + group.len()]);
             }
-            let cores: Vec<String> = group.iter().map(|g| num(g.1)).collect();
+            let cores: Vec<String> = match group.as_slice() {
+                [a, .., b] if group.len() > 3 => vec![format!("{}-{}", num(a.1), num(b.1))],
+                g => g.iter().map(|g| num(g.1)).collect(),
+            };
             let (at, _, color) = group[group.len() - 1];
             chart.draw_series(std::iter::once(Text::new(
                 format!(" {} cores", cores.join(", ")),
@@ -526,7 +530,7 @@ impl MemChart {
                     .label(name(Stage::Fetch))
                     .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
             }
-        } else {
+        } else if self.inputs.iter().any(|i| i.profile.matrix.limited_by.is_some()) {
             chart
                 .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())?
                 .label("limiting stage not recorded (published profile)")
@@ -553,7 +557,14 @@ impl MemChart {
                         + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
                 });
         }
-        legend_box(&mut chart, SeriesLabelPosition::LowerRight, h.max(500))
+        let any_stages = self
+            .inputs
+            .iter()
+            .any(|i| i.profile.matrix.limited_by.is_some());
+        if any_stages || !held_out.is_empty() {
+            legend_box(&mut chart, SeriesLabelPosition::LowerRight, h.max(500))?;
+        }
+        Ok(())
     }
 }
 impl_chart!(MemChart);

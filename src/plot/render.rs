@@ -296,7 +296,7 @@ pub fn titled<DB: DrawingBackend>(
     Ok(root.margin(used, 0, 0, 0))
 }
 
-/// Grid of `n` panels, close to square, filling `area`.
+/// `n` panels in a grid close to square, filling `area` row by row.
 pub fn panels<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     n: usize,
@@ -304,5 +304,7 @@ pub fn panels<DB: DrawingBackend>(
     let n = n.max(1);
     let cols = (n as f64).sqrt().ceil() as usize;
     let rows = n.div_ceil(cols);
-    area.split_evenly((rows, cols))
+    let mut v = area.split_evenly((rows, cols));
+    v.truncate(n);
+    v
 }
