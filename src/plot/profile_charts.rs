@@ -391,13 +391,20 @@ impl MemChart {
         self.names.clone()
     }
 
+    /// Whether any input records the limiting stage (published profiles do not).
+    fn any_stages(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|i| i.profile.matrix.limited_by.is_some())
+    }
+
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult {
         let title = if self.inputs.len() == 1 {
             format!("{}: throughput against memory", self.names[0])
         } else {
             "Throughput against memory".to_string()
         };
-        let subtitle = if self.inputs.iter().any(|i| i.profile.matrix.limited_by.is_some()) {
+        let subtitle = if self.any_stages() {
             "one line per CPU allocation; marker shape: the stage that limits throughput"
         } else {
             "one line per CPU allocation (published profiles do not record the limiting stage)"
@@ -530,7 +537,7 @@ impl MemChart {
                     .label(name(Stage::Fetch))
                     .legend(|(x, y)| Cross::new((x + 10, y), 5, BLACK.stroke_width(2)));
             }
-        } else if self.inputs.iter().any(|i| i.profile.matrix.limited_by.is_some()) {
+        } else if self.any_stages() {
             chart
                 .draw_series(std::iter::empty::<Circle<(f64, f64), u32>>())?
                 .label("limiting stage not recorded (published profile)")
@@ -557,11 +564,7 @@ impl MemChart {
                         + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
                 });
         }
-        let any_stages = self
-            .inputs
-            .iter()
-            .any(|i| i.profile.matrix.limited_by.is_some());
-        if any_stages || !held_out.is_empty() {
+        if self.any_stages() || !held_out.is_empty() {
             legend_box(&mut chart, SeriesLabelPosition::LowerRight, h.max(500))?;
         }
         Ok(())
