@@ -48,6 +48,10 @@ enum Command {
     /// generated (Philly-derived) workload; lists of policies, mechanisms, loads or seeds run as a sweep.
     #[command(after_help = SIMULATE_EXAMPLES)]
     Simulate(SimulateArgs),
+    /// Draw charts of profiles (cpu, mem, heatmap, fit) or of simulation outputs (jct-cdf, jct-vs-load,
+    /// utilization) as PNG or SVG, chosen by the output's extension.
+    #[command(after_help = PLOT_EXAMPLES)]
+    Plot(PlotArgs),
     /// Convert the Synergy artifact's published model zoo (JSON) into profile files, one per model.
     #[command(
         after_help = "Example:\n  synergy import-zoo ../shared/reference/synergy-model-zoo.json --out-dir profiles/zoo"
@@ -163,6 +167,66 @@ struct ProfileArgs {
     /// Print the whole profile as JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw NAME.cpu.svg, NAME.mem.svg, NAME.heatmap.svg and NAME.fit.svg beside the profile.
+    #[arg(long)]
+    plot: bool,
+}
+
+const PLOT_EXAMPLES: &str = "Examples:
+  synergy plot profiles/image.json --kind cpu -o image-cpu.png
+  synergy plot profiles/*.json --kind cpu -o compare.svg          # one normalized line per profile
+  synergy plot profiles/zoo/res18.json --kind heatmap -o res18.svg --width 1200 --height 800
+  synergy plot profiles/audio.json --kind fit -o audio-fit.svg
+  synergy simulate --policy fifo --mechanism proportional,tune --load 4,8,12 --jobs 300 --out sweep/
+  synergy plot sweep/ --kind jct-vs-load -o jct-vs-load.svg";
+
+#[derive(Debug, clap::Args)]
+struct PlotArgs {
+    /// Profile files (cpu, mem, heatmap, fit), or `simulate --out` directories: a run or a sweep (jct-cdf,
+    /// jct-vs-load, utilization).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// What to draw.
+    #[arg(long, value_enum)]
+    kind: crate::plot::Kind,
+    /// The chart file: .png or .svg.
+    #[arg(short, long)]
+    out: PathBuf,
+    /// Width, pixels.
+    #[arg(long, default_value_t = crate::plot::Size::DEFAULT.width)]
+    width: u32,
+    /// Height, pixels.
+    #[arg(long, default_value_t = crate::plot::Size::DEFAULT.height)]
+    height: u32,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn plot_cmd(args: PlotArgs) -> anyhow::Result<i32> {
+    let written = crate::plot::plot(&crate::plot::Request {
+        inputs: args.inputs,
+        kind: args.kind,
+        out: args.out,
+        size: crate::plot::Size {
+            width: args.width,
+            height: args.height,
+        },
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&written)?);
+    } else {
+        println!(
+            "{}: {} chart, {}x{} pixels, {} series ({})",
+            written.path.display(),
+            written.kind.name(),
+            written.width,
+            written.height,
+            written.series.len(),
+            written.series.join("; ")
+        );
+    }
+    Ok(0)
 }
 
 const SIMULATE_EXAMPLES: &str = "Examples:
@@ -231,6 +295,9 @@ struct SimulateArgs {
     /// Write jobs.csv, rounds.csv and summary.json here (a subdirectory per configuration in a sweep).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Write the usual charts here: jct-cdf.svg, utilization.svg, and jct-vs-load.svg for several loads.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
 }
 
 fn parse_list<T: std::str::FromStr>(flag: &str, s: &str, what: &str) -> Result<Vec<T>, InputError> {
@@ -351,8 +418,8 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         cluster,
         round_s: args.round_s,
         window,
-        // Per-round records only feed --out; a sweep's summaries do without them.
-        record_rounds: args.out.is_some(),
+        // Per-round records only feed --out and --plot; a sweep's summaries do without them.
+        record_rounds: args.out.is_some() || args.plot.is_some(),
     };
     let mut points = Vec::new();
     for p in &policies {
@@ -375,6 +442,11 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             .unwrap_or(1)
     });
     let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads)?;
+    let run_labels = |p: &sim::sweep::Point| sim::output::RunLabels {
+        load_jobs_per_h: generated.then_some(p.load_jobs_per_h),
+        seed: generated.then_some(p.seed),
+        cluster: sim::output::ClusterSize::of(&cfg.cluster),
+    };
     if let Some(dir) = &args.out {
         for (p, r) in points.iter().zip(&results) {
             let d = if points.len() == 1 {
@@ -385,7 +457,29 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
                     p.policy, p.mechanism, p.load_jobs_per_h, p.seed
                 ))
             };
-            sim::output::write_dir(r, &d)?;
+            sim::output::write_dir(r, &d, &run_labels(p))?;
+        }
+    }
+    if let Some(dir) = &args.plot {
+        let capacity = [
+            cfg.cluster.total_gpus() as f64,
+            cfg.cluster.total_cpus(),
+            cfg.cluster.total_memory_gib(),
+        ];
+        let runs: Vec<crate::plot::RunData> = points
+            .iter()
+            .zip(&results)
+            .map(|(p, r)| {
+                crate::plot::RunData::from_result(
+                    r,
+                    generated.then_some(p.load_jobs_per_h),
+                    generated.then_some(p.seed),
+                    capacity,
+                )
+            })
+            .collect();
+        for path in crate::plot::simulation_charts(&runs, dir, crate::plot::Size::DEFAULT)? {
+            eprintln!("synergy: wrote {}", path.display());
         }
     }
     if args.json {
@@ -585,6 +679,9 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(s) = e.downcast_ref::<crate::sim::SimError>() {
         return s.is_input();
     }
+    if let Some(p) = e.downcast_ref::<crate::plot::PlotError>() {
+        return p.is_input();
+    }
     matches!(
         e.downcast_ref::<IsolateError>(),
         Some(IsolateError::Budget(_))
@@ -597,6 +694,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Profile(args) => profile_cmd(args),
         Command::Predict(args) => predict_cmd(args),
         Command::Simulate(args) => simulate_cmd(args),
+        Command::Plot(args) => plot_cmd(args),
         Command::ImportZoo { zoo, out_dir } => {
             let written = crate::profile::zoo::import_zoo(&zoo, &out_dir)?;
             for p in &written {
@@ -786,6 +884,11 @@ fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     match result {
         Ok(p) => {
+            if args.plot {
+                for path in crate::plot::profile_charts(&p, &out, crate::plot::Size::DEFAULT)? {
+                    eprintln!("synergy: wrote {}", path.display());
+                }
+            }
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&p)?);
             } else {

@@ -4,7 +4,7 @@
 //! The profiler side is built from [`workload`] (specs, datasets, built-in workloads, launching),
 //! [`isolate`] (cgroup and affinity budgets, page-cache control) and [`measure`] (progress, throughput
 //! estimation, telemetry, one trial). The scheduler side is [`sched`] (policies and mechanisms) and
-//! [`sim`] (the cluster simulator that drives them over traces). [`cli`] is the command line over them.
+//! [`sim`] (the cluster simulator that drives them over traces); [`plot`] draws charts of both. [`cli`] is the command line over them.
 
 pub mod cancel;
 pub mod cli;
@@ -12,6 +12,7 @@ pub mod error;
 pub mod exec;
 pub mod isolate;
 pub mod measure;
+pub mod plot;
 pub mod profile;
 pub mod sched;
 pub mod sim;

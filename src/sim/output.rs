@@ -1,10 +1,12 @@
 //! Presenting results: the summary table for people, and the output directory (per-job and per-round
 //! tables in CSV and Parquet, summary JSON), each file written atomically.
 
+use super::cluster::ClusterConfig;
 use super::metrics::{JobRecord, RoundRecord, SimResult, Summary};
 use super::table::{Table, Values};
 use super::SimError;
 use crate::profile::file::write_atomic;
+use serde::Serialize;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -161,8 +163,55 @@ pub fn rounds_table(r: &SimResult) -> Table {
     }
 }
 
-/// Writes `jobs.csv`, `rounds.csv` and `summary.json` into `dir`; returns the paths.
-pub fn write_dir(r: &SimResult, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
+/// The cluster's size, written in `summary.json` so readers can turn `rounds.csv` into utilization.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClusterSize {
+    /// GPUs.
+    pub gpus: u64,
+    /// Cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+}
+
+impl ClusterSize {
+    /// The totals of `cluster`.
+    pub fn of(cluster: &ClusterConfig) -> ClusterSize {
+        ClusterSize {
+            gpus: cluster.total_gpus(),
+            cpus: cluster.total_cpus(),
+            memory_gib: cluster.total_memory_gib(),
+        }
+    }
+}
+
+/// What `summary.json` says about a run beyond its [`Summary`]: the configuration it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RunLabels {
+    /// Generated load, jobs per hour (None for a trace file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load_jobs_per_h: Option<f64>,
+    /// Seed of the generated trace (None for a trace file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The cluster's size.
+    pub cluster: ClusterSize,
+}
+
+/// Writes `jobs.csv`, `jobs.parquet`, `rounds.csv`, `rounds.parquet` and `summary.json` (the summary and
+/// `labels`) into `dir`; returns the paths.
+pub fn write_dir(r: &SimResult, dir: &Path, labels: &RunLabels) -> Result<Vec<PathBuf>, SimError> {
+    #[derive(Serialize)]
+    struct SummaryFile<'a> {
+        #[serde(flatten)]
+        summary: &'a Summary,
+        #[serde(flatten)]
+        labels: &'a RunLabels,
+    }
+    let summary = SummaryFile {
+        summary: &r.summary,
+        labels,
+    };
     let mut files = Vec::new();
     for table in [jobs_table(r), rounds_table(r)] {
         let parquet = table.to_parquet().map_err(|e| SimError::Io {
@@ -174,8 +223,7 @@ pub fn write_dir(r: &SimResult, dir: &Path) -> Result<Vec<PathBuf>, SimError> {
     }
     files.push((
         "summary.json".to_string(),
-        (serde_json::to_string_pretty(&r.summary).expect("summaries serialize") + "\n")
-            .into_bytes(),
+        (serde_json::to_string_pretty(&summary).expect("summaries serialize") + "\n").into_bytes(),
     ));
     let mut out = Vec::new();
     for (name, bytes) in files {

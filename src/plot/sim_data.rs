@@ -1,0 +1,285 @@
+//! What the simulation charts need from a run, read from a `synergy simulate --out` directory (`jobs.csv`,
+//! `rounds.csv`, `summary.json`; a sweep is a directory of such directories) or taken from a result in memory.
+
+use super::{Kind, PlotError};
+use crate::error::InputError;
+use crate::sim::metrics::SimResult;
+use std::path::Path;
+
+/// One simulated configuration, as the charts see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunData {
+    /// Where it came from (a directory, or `simulation` for a run in memory).
+    pub origin: String,
+    /// Policy.
+    pub policy: String,
+    /// Mechanism.
+    pub mechanism: String,
+    /// Generated load, jobs per hour (None for a trace file).
+    pub load_jobs_per_h: Option<f64>,
+    /// Seed of the generated trace.
+    pub seed: Option<u64>,
+    /// Mean JCT of the measured jobs, hours.
+    pub mean_jct_h: f64,
+    /// JCT of each measured job (every job when none is marked measured), hours.
+    pub jct_h: Vec<f64>,
+    /// Per round: start (hours), GPUs, cores and GiB allocated.
+    pub rounds: Vec<[f64; 4]>,
+    /// The cluster's GPUs, cores and GiB (None when the output does not say).
+    pub capacity: Option<[f64; 3]>,
+}
+
+impl RunData {
+    /// A run in memory, as `synergy simulate --plot` has it.
+    pub fn from_result(
+        r: &SimResult,
+        load_jobs_per_h: Option<f64>,
+        seed: Option<u64>,
+        capacity: [f64; 3],
+    ) -> RunData {
+        let measured: Vec<f64> = r
+            .jobs
+            .iter()
+            .filter(|j| j.in_window)
+            .map(|j| j.jct_s / 3600.0)
+            .collect();
+        let jct_h = if measured.is_empty() {
+            r.jobs.iter().map(|j| j.jct_s / 3600.0).collect()
+        } else {
+            measured
+        };
+        RunData {
+            origin: "simulation".into(),
+            policy: r.summary.policy.clone(),
+            mechanism: r.summary.mechanism.clone(),
+            load_jobs_per_h,
+            seed,
+            mean_jct_h: r.summary.jct.mean_h,
+            jct_h,
+            rounds: r
+                .rounds
+                .iter()
+                .map(|x| {
+                    [
+                        x.start_s / 3600.0,
+                        x.gpus_used as f64,
+                        x.cpus_used,
+                        x.memory_gib_used,
+                    ]
+                })
+                .collect(),
+            capacity: Some(capacity),
+        }
+    }
+
+    /// `policy / mechanism`, with load and seed.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} / {}", self.policy, self.mechanism);
+        if let Some(l) = self.load_jobs_per_h {
+            s.push_str(&format!(", {} jobs/h", super::render::num(l)));
+        }
+        if let Some(x) = self.seed {
+            s.push_str(&format!(", seed {x}"));
+        }
+        s
+    }
+}
+
+/// The runs under `path`: the run itself when it holds `summary.json`, else each subdirectory that does
+/// (a sweep), in name order.
+pub fn load(path: &Path, kind: Kind) -> Result<Vec<RunData>, PlotError> {
+    let origin = path.display().to_string();
+    let not_output = |what: &str| {
+        InputError::new(
+            &origin,
+            format!(
+                "{what}; --kind {} takes a `synergy simulate --out` directory (a run with summary.json, \
+                 or a sweep of them); cpu, mem, heatmap and fit take profile files",
+                kind.name()
+            ),
+        )
+    };
+    if !path.exists() {
+        return Err(not_output("does not exist").into());
+    }
+    if !path.is_dir() {
+        return Err(not_output("is not a directory").into());
+    }
+    if path.join("summary.json").is_file() {
+        return Ok(vec![read_run(path)?]);
+    }
+    let mut dirs: Vec<_> = std::fs::read_dir(path)
+        .map_err(|e| InputError::new(&origin, format!("cannot list: {e}")))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("summary.json").is_file())
+        .collect();
+    dirs.sort();
+    if dirs.is_empty() {
+        return Err(not_output("has no summary.json, here or in a subdirectory").into());
+    }
+    let mut runs = dirs
+        .iter()
+        .map(|d| read_run(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Numeric order of load and seed (directory names sort `load12` before `load6`).
+    runs.sort_by(|a, b| {
+        (&a.policy, &a.mechanism)
+            .cmp(&(&b.policy, &b.mechanism))
+            .then(
+                a.load_jobs_per_h
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.load_jobs_per_h.unwrap_or(0.0)),
+            )
+            .then(a.seed.cmp(&b.seed))
+            .then(a.origin.cmp(&b.origin))
+    });
+    Ok(runs)
+}
+
+fn read_text(path: &Path) -> Result<String, InputError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| InputError::new(path.display().to_string(), format!("cannot read: {e}")))
+}
+
+/// One run directory.
+fn read_run(dir: &Path) -> Result<RunData, PlotError> {
+    let summary_path = dir.join("summary.json");
+    let so = summary_path.display().to_string();
+    let summary: serde_json::Value = serde_json::from_str(&read_text(&summary_path)?)
+        .map_err(|e| InputError::new(&so, format!("not JSON: {e}")))?;
+    let text_field = |name: &str| {
+        summary[name]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| InputError::field(&so, name, "missing (not a synergy summary)"))
+    };
+    let policy = text_field("policy")?;
+    let mechanism = text_field("mechanism")?;
+    let mean_jct_h = summary["jct"]["mean_h"]
+        .as_f64()
+        .ok_or_else(|| InputError::field(&so, "jct.mean_h", "missing (not a synergy summary)"))?;
+    // Older outputs say load and seed only in the sweep's directory name.
+    let (name_load, name_seed) = from_dir_name(dir);
+    let load_jobs_per_h = summary["load_jobs_per_h"].as_f64().or(name_load);
+    let seed = summary["seed"].as_u64().or(name_seed);
+    let c = &summary["cluster"];
+    let capacity = match (
+        c["gpus"].as_f64(),
+        c["cpus"].as_f64(),
+        c["memory_gib"].as_f64(),
+    ) {
+        (Some(g), Some(p), Some(m)) if g > 0.0 && p > 0.0 && m > 0.0 => Some([g, p, m]),
+        _ => None,
+    };
+
+    let jobs_path = dir.join("jobs.csv");
+    let table = Csv::parse(&read_text(&jobs_path)?, &jobs_path.display().to_string())?;
+    let (jct, in_window) = (table.column("jct_s")?, table.column("in_window")?);
+    let mut all = Vec::new();
+    let mut measured = Vec::new();
+    for r in 0..table.rows.len() {
+        let j = table.number(r, jct)? / 3600.0;
+        all.push(j);
+        if table.rows[r][in_window] == "true" {
+            measured.push(j);
+        }
+    }
+    let jct_h = if measured.is_empty() { all } else { measured };
+
+    let rounds_path = dir.join("rounds.csv");
+    let rounds = if rounds_path.is_file() {
+        let t = Csv::parse(
+            &read_text(&rounds_path)?,
+            &rounds_path.display().to_string(),
+        )?;
+        let cols = [
+            t.column("start_s")?,
+            t.column("gpus_used")?,
+            t.column("cpus_used")?,
+            t.column("memory_gib_used")?,
+        ];
+        (0..t.rows.len())
+            .map(|r| {
+                Ok([
+                    t.number(r, cols[0])? / 3600.0,
+                    t.number(r, cols[1])?,
+                    t.number(r, cols[2])?,
+                    t.number(r, cols[3])?,
+                ])
+            })
+            .collect::<Result<Vec<_>, InputError>>()?
+    } else {
+        Vec::new()
+    };
+    Ok(RunData {
+        origin: dir.display().to_string(),
+        policy,
+        mechanism,
+        load_jobs_per_h,
+        seed,
+        mean_jct_h,
+        jct_h,
+        rounds,
+        capacity,
+    })
+}
+
+/// Load and seed from a sweep directory's name, `{policy}-{mechanism}-load{L}-seed{S}`.
+fn from_dir_name(dir: &Path) -> (Option<f64>, Option<u64>) {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let Some((rest, seed)) = name.rsplit_once("-seed") else {
+        return (None, None);
+    };
+    let load = rest.rsplit_once("-load").and_then(|(_, l)| l.parse().ok());
+    (load, seed.parse().ok())
+}
+
+/// A CSV file with a header and no quoting (what `synergy simulate` writes).
+struct Csv {
+    origin: String,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Csv {
+    fn parse(text: &str, origin: &str) -> Result<Csv, InputError> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let header: Vec<String> = lines
+            .next()
+            .ok_or_else(|| InputError::new(origin, "is empty (expected a header line)"))?
+            .split(',')
+            .map(|h| h.trim().to_string())
+            .collect();
+        let rows = lines
+            .map(|l| l.split(',').map(|c| c.trim().to_string()).collect())
+            .collect();
+        Ok(Csv {
+            origin: origin.into(),
+            header,
+            rows,
+        })
+    }
+
+    fn column(&self, name: &str) -> Result<usize, InputError> {
+        self.header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| InputError::field(&self.origin, name, "no such column in the header"))
+    }
+
+    fn number(&self, row: usize, col: usize) -> Result<f64, InputError> {
+        let field = || format!("line {}, column {}", row + 2, self.header[col]);
+        let cell = self.rows[row]
+            .get(col)
+            .ok_or_else(|| InputError::field(&self.origin, field(), "missing"))?;
+        cell.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| {
+                InputError::field(&self.origin, field(), format!("`{cell}` is not a number"))
+            })
+    }
+}
