@@ -169,6 +169,36 @@ fn legend_box<'a, DB: DrawingBackend + 'a>(
     Ok(())
 }
 
+/// Validation trials: filled squares in their series' colors with 95% error bars, one legend entry.
+fn draw_validation<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    points: &[(Measured, RGBColor)],
+    label: &str,
+) -> DrawResult {
+    if points.is_empty() {
+        return Ok(());
+    }
+    let square = |at: (i32, i32), fill: RGBColor| {
+        EmptyElement::at(at)
+            + Rectangle::new([(-5, -5), (5, 5)], fill.filled())
+            + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
+    };
+    chart.draw_series(
+        points
+            .iter()
+            .map(|(c, color)| error_bar(c.x, c.y, c.ci, *color)),
+    )?;
+    chart
+        .draw_series(points.iter().map(|(c, color)| {
+            EmptyElement::at((c.x, c.y))
+                + Rectangle::new([(-5, -5), (5, 5)], color.filled())
+                + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
+        }))?
+        .label(label)
+        .legend(move |(x, y)| square((x + 10, y), RGBColor(200, 200, 200)));
+    Ok(())
+}
+
 /// A vertical error bar.
 fn error_bar(x: f64, y: f64, half: f64, color: RGBColor) -> PathElement<(f64, f64)> {
     PathElement::new(vec![(x, y - half), (x, y + half)], color.stroke_width(1))
@@ -276,25 +306,15 @@ impl CpuChart {
                 .label("measured, dataset cached")
                 .legend(|(x, y)| TriangleMarker::new((x + 10, y), 7, BLACK.filled()));
         }
-        if !held_out.is_empty() {
-            chart.draw_series(
-                held_out
-                    .iter()
-                    .map(|(c, j)| error_bar(c.x, c.y, c.ci, series_color(*j))),
-            )?;
-            chart
-                .draw_series(held_out.iter().map(|(c, j)| {
-                    EmptyElement::at((c.x, c.y))
-                        + Rectangle::new([(-5, -5), (5, 5)], series_color(*j).filled())
-                        + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
-                }))?
-                .label("measured, held out at its memory (validation)")
-                .legend(|(x, y)| {
-                    EmptyElement::at((x + 10, y))
-                        + Rectangle::new([(-5, -5), (5, 5)], RGBColor(200, 200, 200).filled())
-                        + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
-                });
-        }
+        let held_out: Vec<(Measured, RGBColor)> = held_out
+            .into_iter()
+            .map(|(c, j)| (c, series_color(j)))
+            .collect();
+        draw_validation(
+            &mut chart,
+            &held_out,
+            "measured, held out at its memory (validation)",
+        )?;
         legend_box(&mut chart, SeriesLabelPosition::LowerRight, h)
     }
 
@@ -545,25 +565,9 @@ impl MemChart {
                     PathElement::new(vec![(x, y), (x + 20, y)], RGBColor(150, 150, 150))
                 });
         }
-        if !held_out.is_empty() {
-            chart.draw_series(
-                held_out
-                    .iter()
-                    .map(|(c, i)| error_bar(c.x, c.y, c.ci, color_of(*i))),
-            )?;
-            chart
-                .draw_series(held_out.iter().map(|(c, i)| {
-                    EmptyElement::at((c.x, c.y))
-                        + Rectangle::new([(-5, -5), (5, 5)], color_of(*i).filled())
-                        + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
-                }))?
-                .label("measured (validation)")
-                .legend(|(x, y)| {
-                    EmptyElement::at((x + 10, y))
-                        + Rectangle::new([(-5, -5), (5, 5)], RGBColor(200, 200, 200).filled())
-                        + Rectangle::new([(-5, -5), (5, 5)], BLACK.stroke_width(1))
-                });
-        }
+        let validation: Vec<(Measured, RGBColor)> =
+            held_out.iter().map(|(c, i)| (*c, color_of(*i))).collect();
+        draw_validation(&mut chart, &validation, "measured (validation)")?;
         if self.any_stages() || !held_out.is_empty() {
             legend_box(&mut chart, SeriesLabelPosition::LowerRight, h.max(500))?;
         }
