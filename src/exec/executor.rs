@@ -60,7 +60,7 @@ pub struct JobResult {
     pub predicted_jct_s: Option<f64>,
     /// (real - predicted) / predicted.
     pub difference: Option<f64>,
-    /// Crashes retried.
+    /// Times it crashed and was started again.
     pub retries: u32,
     /// Restarts to change GPUs.
     pub restarts: u32,
@@ -100,7 +100,10 @@ pub struct RunReport {
 }
 
 fn unknown(flag: &str, what: &str, name: &str, choices: &str) -> InputError {
-    InputError::new(flag, format!("unknown {what} `{name}` (choose from {choices})"))
+    InputError::new(
+        flag,
+        format!("unknown {what} `{name}` (choose from {choices})"),
+    )
 }
 
 fn policy_and_mechanism(
@@ -189,7 +192,13 @@ pub fn dry_run(
     mechanism: &str,
     round_s: f64,
 ) -> Result<Vec<String>, ExecError> {
-    list.check_fits(servers.iter().map(|s| s.gpus.len() as u32).max().unwrap_or(0))?;
+    list.check_fits(
+        servers
+            .iter()
+            .map(|s| s.gpus.len() as u32)
+            .max()
+            .unwrap_or(0),
+    )?;
     let (p, m) = policy_and_mechanism(policy, mechanism)?;
     let mut planner = Planner::new(list.catalog.clone(), servers.to_vec(), p, m);
     let mut remaining: Vec<u64> = list.jobs.iter().map(|j| j.work_iters()).collect();
@@ -266,7 +275,13 @@ pub fn run(
         return Err(InputError::new("--round", "must be a positive number of seconds").into());
     }
     let servers = backend.servers().to_vec();
-    list.check_fits(servers.iter().map(|s| s.gpus.len() as u32).max().unwrap_or(0))?;
+    list.check_fits(
+        servers
+            .iter()
+            .map(|s| s.gpus.len() as u32)
+            .max()
+            .unwrap_or(0),
+    )?;
     let (policy, mechanism) = policy_and_mechanism(&cfg.policy, &cfg.mechanism)?;
     // The prediction first: it also validates the list against the cluster before anything starts.
     let predicted = predict(
@@ -347,98 +362,96 @@ pub fn run(
     let mut saved_at = Instant::now();
     let mut interrupted = None;
 
-    let outcome: Result<(), ExecError> = (|| {
-        loop {
-            if let Some(sig) = cancel.signal() {
-                interrupted = Some(sig);
-                return Ok(());
-            }
-            let now = elapsed();
-            let mut changed = false;
-            for i in 0..list.jobs.len() {
-                let rec = &mut state.jobs[i];
-                if !matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
-                    continue;
-                }
-                let p = backend.poll(&rec.name)?;
-                rec.samples_done = p.samples_done;
-                let work_done = match list.jobs[i].work {
-                    Work::Samples(n) => p.samples_done >= n,
-                    Work::Steps(n) => p.steps_done >= n,
-                };
-                match p.exit {
-                    Some(x) if !x.success => {
-                        rec.retries += 1;
-                        let tail = if x.stderr_tail.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; its stderr ends with:\n{}", x.stderr_tail)
-                        };
-                        if rec.retries > cfg.max_retries {
-                            let msg = format!(
-                                "job `{}` failed ({}) after {} retries{tail}",
-                                rec.name, x.status, cfg.max_retries
-                            );
-                            log(&msg);
-                            rec.error = Some(msg);
-                            rec.status = JobStatus::Failed;
-                            backend.stop(&rec.name)?;
-                            rec.allocation = None;
-                            rec.handle = None;
-                            live[i].allocation = None;
-                        } else {
-                            log(&format!(
-                                "job `{}` crashed ({}); retry {} of {}{tail}",
-                                rec.name, x.status, rec.retries, cfg.max_retries
-                            ));
-                            backend.restart(&launch(i))?;
-                            rec.handle = backend.handle(&rec.name);
-                        }
-                        changed = true;
-                    }
-                    Some(_) => {
-                        finish(rec, backend, &mut live[i], now, log)?;
-                        changed = true;
-                    }
-                    None if work_done => {
-                        finish(rec, backend, &mut live[i], now, log)?;
-                        changed = true;
-                    }
-                    None => {}
-                }
-            }
-            if state
-                .jobs
-                .iter()
-                .all(|r| matches!(r.status, JobStatus::Done | JobStatus::Failed))
-            {
-                return Ok(());
-            }
-            if now >= next_round {
-                rounds += 1;
-                round(
-                    list,
-                    &mut planner,
-                    backend,
-                    &mut state,
-                    &mut live,
-                    &launch,
-                    now,
-                    cfg.round_s,
-                    rounds,
-                    log,
-                )?;
-                while next_round <= now {
-                    next_round += cfg.round_s;
-                }
-                changed = true;
-            }
-            if changed || saved_at.elapsed() >= SAVE_EVERY {
-                state.write(&cfg.state_path)?;
-                saved_at = Instant::now();
-            }
-            std::thread::sleep(TICK);
+    let outcome: Result<(), ExecError> = (|| loop {
+        if let Some(sig) = cancel.signal() {
+            interrupted = Some(sig);
+            return Ok(());
         }
+        let now = elapsed();
+        let mut changed = false;
+        for i in 0..list.jobs.len() {
+            let rec = &mut state.jobs[i];
+            if !matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
+                continue;
+            }
+            let p = backend.poll(&rec.name)?;
+            rec.samples_done = p.samples_done;
+            let work_done = match list.jobs[i].work {
+                Work::Samples(n) => p.samples_done >= n,
+                Work::Steps(n) => p.steps_done >= n,
+            };
+            match p.exit {
+                Some(x) if !x.success => {
+                    let tail = if x.stderr_tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; its stderr ends with:\n{}", x.stderr_tail)
+                    };
+                    if rec.retries >= cfg.max_retries {
+                        let msg = format!(
+                            "job `{}` failed ({}) after {} retries{tail}",
+                            rec.name, x.status, rec.retries
+                        );
+                        log(&msg);
+                        rec.error = Some(msg);
+                        rec.status = JobStatus::Failed;
+                        backend.stop(&rec.name)?;
+                        rec.allocation = None;
+                        rec.handle = None;
+                        live[i].allocation = None;
+                    } else {
+                        rec.retries += 1;
+                        log(&format!(
+                            "job `{}` crashed ({}); retry {} of {}{tail}",
+                            rec.name, x.status, rec.retries, cfg.max_retries
+                        ));
+                        backend.restart(&launch(i))?;
+                        rec.handle = backend.handle(&rec.name);
+                    }
+                    changed = true;
+                }
+                Some(_) => {
+                    finish(rec, backend, &mut live[i], now, log)?;
+                    changed = true;
+                }
+                None if work_done => {
+                    finish(rec, backend, &mut live[i], now, log)?;
+                    changed = true;
+                }
+                None => {}
+            }
+        }
+        if state
+            .jobs
+            .iter()
+            .all(|r| matches!(r.status, JobStatus::Done | JobStatus::Failed))
+        {
+            return Ok(());
+        }
+        if now >= next_round {
+            rounds += 1;
+            round(
+                list,
+                &mut planner,
+                backend,
+                &mut state,
+                &mut live,
+                &launch,
+                now,
+                cfg.round_s,
+                rounds,
+                log,
+            )?;
+            while next_round <= now {
+                next_round += cfg.round_s;
+            }
+            changed = true;
+        }
+        if changed || saved_at.elapsed() >= SAVE_EVERY {
+            state.write(&cfg.state_path)?;
+            saved_at = Instant::now();
+        }
+        std::thread::sleep(TICK);
     })();
 
     // Whatever ended the loop, nothing of this run is left running: progress is saved by the jobs
@@ -598,7 +611,10 @@ fn round<'a>(
             }
             let what = if !started {
                 backend.start(&launch(i), a)?;
-                "started"
+                match backend.poll(&rec.name)?.samples_done {
+                    0 => "started".to_string(),
+                    n => format!("started from {n} samples"),
+                }
             } else {
                 let mut what = "runs";
                 if live[i].allocation.as_ref() != Some(a) {
@@ -614,7 +630,7 @@ fn round<'a>(
                     backend.resume(&rec.name)?;
                     what = if what == "runs" { "resumed" } else { what };
                 }
-                what
+                what.to_string()
             };
             rec.status = JobStatus::Running;
             rec.rounds_run += 1;
@@ -731,7 +747,8 @@ fn resume_state(
     }
     let handles: Vec<super::JobHandle> = st.jobs.iter().filter_map(|j| j.handle.clone()).collect();
     let removed = backend.clean_orphans(&handles)?;
-    let stale = crate::isolate::cgroup::cleanup_stale(&super::local::domain_prefix(st.executor_pid));
+    let stale =
+        crate::isolate::cgroup::cleanup_stale(&super::local::domain_prefix(st.executor_pid));
     if removed + stale > 0 {
         log(&format!(
             "resume: removed {} cgroup(s) left by executor {}",

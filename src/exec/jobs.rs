@@ -90,8 +90,7 @@ pub struct JobList {
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
-        && n
-            .chars()
+        && n.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && !n.starts_with('.')
 }
@@ -165,18 +164,17 @@ impl JobList {
                     InputError::field(origin, field("workload"), err.message.clone())
                 })?
             };
-            let profile_path = match (&e.profile, &profiles_dir) {
-                (Some(p), _) => resolve(p),
-                (None, Some(dir)) => dir.join(format!("{}.json", spec.name)),
-                (None, None) => {
-                    return Err(InputError::field(
+            let profile_path =
+                match (&e.profile, &profiles_dir) {
+                    (Some(p), _) => resolve(p),
+                    (None, Some(dir)) => dir.join(format!("{}.json", spec.name)),
+                    (None, None) => return Err(InputError::field(
                         origin,
                         field("profile"),
                         "missing; name the job's profile file, or set `profiles = DIR` at the top",
                     )
-                    .into())
-                }
-            };
+                    .into()),
+                };
             if !profile_path.is_file() {
                 return Err(InputError::field(
                     origin,
@@ -237,7 +235,11 @@ impl JobList {
                 _ => {
                     return Err(InputError::field(
                         origin,
-                        field(if e.samples.is_some() { "samples" } else { "steps" }),
+                        field(if e.samples.is_some() {
+                            "samples"
+                        } else {
+                            "steps"
+                        }),
                         "must be at least 1",
                     )
                     .into())
@@ -245,9 +247,7 @@ impl JobList {
             };
             let gpus = e.gpus.unwrap_or(spec.gpus);
             if gpus == 0 {
-                return Err(
-                    InputError::field(origin, field("gpus"), "must be at least 1").into(),
-                );
+                return Err(InputError::field(origin, field("gpus"), "must be at least 1").into());
             }
             if !(e.arrival_s.is_finite() && e.arrival_s >= 0.0) {
                 return Err(InputError::field(
@@ -297,7 +297,12 @@ impl JobList {
 
     /// Rejects jobs wider than any server, naming the job.
     pub fn check_fits(&self, max_server_gpus: u32) -> Result<(), InputError> {
-        match self.jobs.iter().enumerate().find(|(_, j)| j.gpus > max_server_gpus) {
+        match self
+            .jobs
+            .iter()
+            .enumerate()
+            .find(|(_, j)| j.gpus > max_server_gpus)
+        {
             Some((i, j)) => Err(InputError::field(
                 self.path.display().to_string(),
                 format!("job[{i}].gpus"),

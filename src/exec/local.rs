@@ -13,9 +13,9 @@ use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource
 use crate::measure::progress::{RegexMatcher, RegexProgress};
 use crate::units::{Bytes, Cores};
 use crate::workload::builtin::ResumeState;
+use crate::workload::env;
 use crate::workload::launch::{self, LaunchConfig, ProgressStream, Running};
 use crate::workload::spec::{CacheKind, ProgressSpec};
-use crate::workload::env;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
@@ -74,60 +74,65 @@ fn nvml_gpus() -> Result<u32, String> {
 /// This host as one server: GPUs through NVML unless emulated, the cores this process may use, its
 /// memory; each capped by the options.
 pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
-        let gpus = match opts.emulated_gpus {
+    let gpus =
+        match opts.emulated_gpus {
             Some(0) => return Err(InputError::new("--gpus", "must be at least 1").into()),
             Some(n) => n,
             None => match nvml_gpus() {
                 Ok(n) if n > 0 => n,
-                Ok(_) => {
-                    return Err(InputError::new(
-                        "--gpus",
-                        "NVML reports no GPUs on this host; pass --gpus N to emulate N accelerators",
-                    )
-                    .into())
-                }
-                Err(e) => {
-                    return Err(InputError::new(
-                        "--gpus",
-                        format!("no GPUs found through NVML ({e}); pass --gpus N to emulate N accelerators"),
-                    )
-                    .into())
-                }
+                Ok(_) => return Err(InputError::new(
+                    "--gpus",
+                    "NVML reports no GPUs on this host; pass --gpus N to emulate N accelerators",
+                )
+                .into()),
+                Err(e) => return Err(InputError::new(
+                    "--gpus",
+                    format!(
+                        "no GPUs found through NVML ({e}); pass --gpus N to emulate N accelerators"
+                    ),
+                )
+                .into()),
             },
         };
-        let mut cores = crate::measure::trial::host_cores();
-        if let Some(n) = opts.cpus {
-            if n == 0 || n > cores.len() {
-                return Err(InputError::new(
-                    "--cpus",
-                    format!("must be 1 to {} (the cores this process may use)", cores.len()),
-                )
-                .into());
-            }
-            cores.truncate(n);
+    let mut cores = crate::measure::trial::host_cores();
+    if let Some(n) = opts.cpus {
+        if n == 0 || n > cores.len() {
+            return Err(InputError::new(
+                "--cpus",
+                format!(
+                    "must be 1 to {} (the cores this process may use)",
+                    cores.len()
+                ),
+            )
+            .into());
         }
-        let host_mem = crate::profile::plan::host_memory_bytes();
-        let memory = match opts.memory {
-            Some(m) if m.0 == 0 || m.0 > host_mem => {
-                return Err(InputError::new(
-                    "--mem",
-                    format!("must be more than 0 and at most the host's {}", Bytes(host_mem)),
-                )
-                .into())
-            }
-            Some(m) => m,
-            None => Bytes(host_mem),
-        };
-        let name = nix::unistd::gethostname()
-            .ok()
-            .and_then(|h| h.into_string().ok())
-            .unwrap_or_else(|| "localhost".into());
-        Ok(vec![ServerInfo {
-            name,
-            gpus: (0..gpus).collect(),
-            cores,
-            memory,
-        }])
+        cores.truncate(n);
+    }
+    let host_mem = crate::profile::plan::host_memory_bytes();
+    let memory = match opts.memory {
+        Some(m) if m.0 == 0 || m.0 > host_mem => {
+            return Err(InputError::new(
+                "--mem",
+                format!(
+                    "must be more than 0 and at most the host's {}",
+                    Bytes(host_mem)
+                ),
+            )
+            .into())
+        }
+        Some(m) => m,
+        None => Bytes(host_mem),
+    };
+    let name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
+    Ok(vec![ServerInfo {
+        name,
+        gpus: (0..gpus).collect(),
+        cores,
+        memory,
+    }])
 }
 
 impl LocalBackend {
@@ -196,7 +201,9 @@ fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
     ];
     let extra_args = job.work.stop_args();
     let cache_bytes = match job.spec.cache {
-        CacheKind::App => Some(Bytes(lj.alloc.memory.0.saturating_sub(job.spec.footprint.0))),
+        CacheKind::App => Some(Bytes(
+            lj.alloc.memory.0.saturating_sub(job.spec.footprint.0),
+        )),
         CacheKind::PageCache => None,
     };
     let cfg = LaunchConfig {
@@ -213,17 +220,17 @@ fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
     let mut running = launch::launch(&cfg)?;
     lj.domain.adopt(running.child.id() as i32);
     let (tx, rx) = channel();
-    let source: Option<Box<dyn ProgressSource>> = match (running.progress.take(), &job.spec.progress)
-    {
-        (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
-        (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
-            let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
-                InputError::field(&job.spec.origin, "progress.pattern", e.to_string())
-            })?;
-            Some(Box::new(RegexProgress::new(r, m)))
-        }
-        _ => None,
-    };
+    let source: Option<Box<dyn ProgressSource>> =
+        match (running.progress.take(), &job.spec.progress) {
+            (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
+            (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
+                let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
+                    InputError::field(&job.spec.origin, "progress.pattern", e.to_string())
+                })?;
+                Some(Box::new(RegexProgress::new(r, m)))
+            }
+            _ => None,
+        };
     lj.reader = source.map(|s| progress::spawn(s, tx));
     lj.events = Some(rx);
     lj.running = Some(running);
@@ -271,7 +278,10 @@ impl Backend for LocalBackend {
 
     fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
         if self.jobs.contains_key(job.name) {
-            return Err(ExecError::Other(format!("job `{}` is already started", job.name)));
+            return Err(ExecError::Other(format!(
+                "job `{}` is already started",
+                job.name
+            )));
         }
         let domain_name = format!("{}{}", self.prefix, job.name);
         let domain = self.iso.create_domain(&domain_name, &budget_of(alloc))?;

@@ -112,9 +112,8 @@ impl Planner {
                 continue;
             };
             if g.parts.len() == 1 {
-                plan.speeds[i] = Some(
-                    sched::place::speeds(&self.catalog, &state, &requests[slot], &g.parts).0,
-                );
+                plan.speeds[i] =
+                    Some(sched::place::speeds(&self.catalog, &state, &requests[slot], &g.parts).0);
                 per_server[part.server as usize].push((i, part.gpus, part.cpus, part.memory_gib));
             }
         }
@@ -270,12 +269,18 @@ mod tests {
         };
         let previous = [prev(vec![1], vec![2, 3]), prev(vec![0], vec![0, 1])];
         let placed = [(0, 1, 2.0, 1.0), (1, 1, 2.0, 1.0)];
-        assert_eq!(assign_cores(&s, &placed, &previous), vec![vec![2, 3], vec![0, 1]]);
+        assert_eq!(
+            assign_cores(&s, &placed, &previous),
+            vec![vec![2, 3], vec![0, 1]]
+        );
         assert_eq!(assign_gpus(&s, &placed, &previous), vec![vec![1], vec![0]]);
         // A newcomer takes what is free.
         let placed = [(0, 1, 2.0, 1.0), (2, 1, 1.0, 1.0)];
         let previous = [prev(vec![1], vec![2, 3]), None, None];
         assert_eq!(assign_gpus(&s, &placed, &previous), vec![vec![1], vec![0]]);
-        assert_eq!(assign_cores(&s, &placed, &previous), vec![vec![2, 3], vec![0]]);
+        assert_eq!(
+            assign_cores(&s, &placed, &previous),
+            vec![vec![2, 3], vec![0]]
+        );
     }
 }

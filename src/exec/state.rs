@@ -96,7 +96,10 @@ impl RunState {
             return Err(InputError::field(
                 &origin,
                 "schema",
-                format!("`{}` is not supported; this synergy reads `{SCHEMA}`", st.schema),
+                format!(
+                    "`{}` is not supported; this synergy reads `{SCHEMA}`",
+                    st.schema
+                ),
             )
             .into());
         }
