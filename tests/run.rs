@@ -131,7 +131,7 @@ fn cgroup_dir(pid: u32, job: &str, ctl: &str) -> PathBuf {
     let own = read(Path::new("/proc/self/cgroup")).unwrap_or_default();
     let rel = own
         .lines()
-        .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+        .filter_map(|l| l.split_once(':').and_then(|(_, rest)| rest.split_once(':')))
         .find(|(ctls, _)| ctls.split(',').any(|c| c == ctl))
         .map(|(_, path)| path.trim_start_matches('/').to_string())
         .unwrap_or_default();

@@ -106,10 +106,10 @@ fn unknown(flag: &str, what: &str, name: &str, choices: &str) -> InputError {
     )
 }
 
-fn policy_and_mechanism(
-    cfg_policy: &str,
-    cfg_mechanism: &str,
-) -> Result<(Box<dyn sched::Policy>, Box<dyn sched::Mechanism>), InputError> {
+/// A policy and a mechanism, by name.
+type Scheduler = (Box<dyn sched::Policy>, Box<dyn sched::Mechanism>);
+
+fn policy_and_mechanism(cfg_policy: &str, cfg_mechanism: &str) -> Result<Scheduler, InputError> {
     let p = sched::policy_by_name(cfg_policy)
         .ok_or_else(|| unknown("--policy", "policy", cfg_policy, "fifo, srtf, las, ftf"))?;
     let m = sched::mechanism_by_name(cfg_mechanism).ok_or_else(|| {
@@ -369,8 +369,7 @@ pub fn run(
         }
         let now = elapsed();
         let mut changed = false;
-        for i in 0..list.jobs.len() {
-            let rec = &mut state.jobs[i];
+        for (i, rec) in state.jobs.iter_mut().enumerate() {
             if !matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
                 continue;
             }

@@ -85,13 +85,15 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
                     "NVML reports no GPUs on this host; pass --gpus N to emulate N accelerators",
                 )
                 .into()),
-                Err(e) => return Err(InputError::new(
-                    "--gpus",
-                    format!(
+                Err(e) => {
+                    return Err(InputError::new(
+                        "--gpus",
+                        format!(
                         "no GPUs found through NVML ({e}); pass --gpus N to emulate N accelerators"
                     ),
-                )
-                .into()),
+                    )
+                    .into())
+                }
             },
         };
     let mut cores = crate::measure::trial::host_cores();

@@ -212,15 +212,15 @@ fn assign_cores(
         }
         // Fragmented: spread what is left over any cores with room.
         if left > CORE_EPS {
-            for f in 0..free.len() {
+            for (core, room) in free.iter_mut() {
                 if left <= CORE_EPS {
                     break;
                 }
-                if free[f].1 > CORE_EPS && !chosen.contains(&free[f].0) {
-                    let take = free[f].1.min(left);
-                    free[f].1 -= take;
+                if *room > CORE_EPS && !chosen.contains(core) {
+                    let take = room.min(left);
+                    *room -= take;
                     left -= take;
-                    chosen.push(free[f].0);
+                    chosen.push(*core);
                 }
             }
         }
