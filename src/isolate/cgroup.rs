@@ -1315,6 +1315,39 @@ mod tests {
     }
 
     #[test]
+    fn a_frozen_domain_stops_its_tasks_and_a_reopened_one_can_be_destroyed() {
+        let Some(b) = backend() else { return };
+        let name = unique("frz");
+        let mut d = b.create_domain(&name, &budget(1.0)).expect("create");
+        let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
+        let stat_state = |pid: u32| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| t.rsplit(") ").next().map(|r| r.chars().next()))
+                .flatten()
+        };
+        d.set_frozen(true).expect("freeze");
+        let f = d.freezer().expect("freezer");
+        assert!(matches!(f.state(), Ok(FreezerState::Frozen)));
+        // A frozen task sleeps uninterruptibly in the freezer (D) until thawed.
+        assert_eq!(stat_state(child.id()), Some('D'));
+        d.set_frozen(false).expect("thaw");
+        assert!(matches!(
+            d.freezer().expect("freezer").state(),
+            Ok(FreezerState::Thawed)
+        ));
+        d.set_frozen(true).expect("freeze again");
+        // Another handle on the same cgroup (as a resumed executor opens what a dead one left) sees the
+        // frozen task and removes everything, the frozen task included.
+        let mut again = b.open_domain(&name).expect("open").expect("exists");
+        assert_eq!(again.pids(), vec![child.id() as i32]);
+        again.destroy().expect("destroy");
+        assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+        assert!(d.paths().iter().all(|p| !p.exists()));
+        assert!(b.open_domain(&name).expect("open").is_none());
+    }
+
+    #[test]
     fn more_cores_than_available_is_a_budget_error() {
         let Some(b) = backend() else { return };
         let (available, _) = b.parent_cpuset();
