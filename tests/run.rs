@@ -476,3 +476,39 @@ fn bad_job_lists_and_flags_are_input_errors_naming_the_field() {
         "{text}"
     );
 }
+
+#[test]
+fn sigterm_stops_every_job_removes_every_cgroup_and_saves_the_state() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    let s = Setup::new();
+    let spec = s.spec("txt", "text", 1600);
+    let jobs = s.jobs(&[
+        ("a", &spec, "text", 64000, 0.0),
+        ("b", &spec, "text", 64000, 0.0),
+    ]);
+    let child = s.start(&jobs, &["--gpus", "2", "--round", "2"]);
+    let pid = child.id();
+    let progress = s.path().join("jobs.state.json.jobs/a.json");
+    let start = Instant::now();
+    while samples_done(&progress).unwrap_or(0) == 0 && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill on the pid of our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(128 + libc::SIGTERM), "{stderr}");
+    assert_eq!(report["interrupted"], libc::SIGTERM);
+    let state: serde_json::Value =
+        serde_json::from_str(&read(&s.path().join("jobs.state.json")).unwrap()).unwrap();
+    for j in state["jobs"].as_array().unwrap() {
+        assert_eq!(j["status"], "waiting", "{j}");
+        assert!(j["samples_done"].as_u64().unwrap() > 0, "{j}");
+        assert!(j.get("handle").is_none(), "{j}");
+    }
+    // The jobs saved their own progress when they were stopped.
+    assert!(samples_done(&progress).unwrap() > 0);
+    s.assert_clean(pid);
+}

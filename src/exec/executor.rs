@@ -312,7 +312,13 @@ pub fn run(
     for j in &list.jobs {
         if !datasets.contains_key(&j.spec.origin) {
             let d = crate::measure::trial::prepare_dataset(&j.spec, &hidden, cancel)
-                .map_err(|e| ExecError::Other(e.to_string()))?
+                .map_err(|e| {
+                    if e.is_input() {
+                        ExecError::Input(InputError::new(&j.spec.origin, e.to_string()))
+                    } else {
+                        ExecError::Other(format!("preparing the dataset of {}: {e}", j.spec.origin))
+                    }
+                })?
                 .map(|(dir, _, _)| dir);
             datasets.insert(j.spec.origin.clone(), d);
         }
