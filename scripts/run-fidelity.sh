@@ -13,9 +13,11 @@ bin="${SYNERGY:-${CARGO_TARGET_DIR:-target}/release/synergy}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 for m in proportional tune; do
-  echo "== $m ==" >&2
+  # The host is shared: its load during a run explains most of a gap between real and predicted.
+  echo "== $m == (load before: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   "$bin" run "$jobs" --gpus "$gpus" --round "$round" --policy "$policy" --mechanism "$m" \
     --state "$out/$m.state.json" --json > "$out/$m.json"
+  echo "== $m done == (load after: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 done
 python3 - "$out/proportional.json" "$out/tune.json" <<'PY'
 import json, sys

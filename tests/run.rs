@@ -512,3 +512,42 @@ fn sigterm_stops_every_job_removes_every_cgroup_and_saves_the_state() {
     assert!(samples_done(&progress).unwrap() > 0);
     s.assert_clean(pid);
 }
+
+#[test]
+fn simulate_predicts_a_job_list_and_tune_beats_proportional_on_the_mixed_queue() {
+    let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobs-mixed.toml");
+    let list = list.display().to_string();
+    let out = common::run(&[
+        "simulate",
+        "--jobs-list",
+        &list,
+        "--servers",
+        "1",
+        "--server-gpus",
+        "2",
+        "--server-cpus",
+        "2",
+        "--server-mem-gb",
+        "25",
+        "--round",
+        "10",
+        "--mechanism",
+        "proportional,tune",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v.as_array().unwrap();
+    let mean = |m: &str| {
+        let r = runs.iter().find(|r| r["mechanism"] == m).unwrap();
+        let jobs = r["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 8);
+        for j in jobs {
+            // No job beats its own work at the emulated GPU's rate (image 40000 / 900, text 24000 / 600).
+            assert!(j["predicted_jct_s"].as_f64().unwrap() >= 40.0, "{j}");
+        }
+        r["mean_predicted_jct_s"].as_f64().unwrap()
+    };
+    let (prop, tune) = (mean("proportional"), mean("tune"));
+    assert!(tune < prop * 0.95, "tune {tune} s, proportional {prop} s");
+}
