@@ -556,10 +556,14 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
     if args.dry_run {
         // A plan needs the server's shape only: no cgroups are made.
         let servers = local::discover(&opts)?;
-        for block in
-            executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?
-        {
-            print!("{block}");
+        let rounds =
+            executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&rounds)?);
+        } else {
+            for r in &rounds {
+                print!("{r}");
+            }
         }
         return Ok(0);
     }

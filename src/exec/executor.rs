@@ -183,15 +183,47 @@ fn job_state(list: &JobList, i: usize, remaining_iters: u64, attained_s: f64) ->
     }
 }
 
-/// The plan of every round, from the simulator's progress model, without launching anything: one text
-/// block per round.
+/// One round of a dry run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedRound {
+    /// Round number, from 1.
+    pub round: u64,
+    /// When it starts, seconds.
+    pub start_s: f64,
+    /// Every active job, in list order.
+    pub jobs: Vec<PlannedJob>,
+}
+
+/// One job's part of a planned round.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedJob {
+    /// Its name.
+    pub name: String,
+    /// What it gets; `None`: it waits (or stays paused).
+    pub allocation: Option<Allocation>,
+}
+
+impl std::fmt::Display for PlannedRound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "round {} at {:.0} s:", self.round, self.start_s)?;
+        for j in &self.jobs {
+            match &j.allocation {
+                Some(a) => writeln!(f, "  {:<16} {}", j.name, fmt_alloc(a))?,
+                None => writeln!(f, "  {:<16} waits", j.name)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The plan of every round, from the simulator's progress model, without launching anything.
 pub fn dry_run(
     list: &JobList,
     servers: &[ServerInfo],
     policy: &str,
     mechanism: &str,
     round_s: f64,
-) -> Result<Vec<String>, ExecError> {
+) -> Result<Vec<PlannedRound>, ExecError> {
     list.check_fits(
         servers
             .iter()
@@ -234,22 +266,27 @@ pub fn dry_run(
         let previous: Vec<Option<Allocation>> = active.iter().map(|&i| prev[i].clone()).collect();
         let plan = planner.plan(&mut states, &previous, now);
         round += 1;
-        let mut text = format!("round {round} at {now:.0} s:\n");
+        let mut planned = PlannedRound {
+            round,
+            start_s: now,
+            jobs: Vec::new(),
+        };
         for (k, &i) in active.iter().enumerate() {
             let j = &list.jobs[i];
-            match (&plan.allocations[k], plan.speeds[k]) {
-                (Some(a), Some(speed)) => {
-                    text.push_str(&format!("  {:<16} {}\n", j.name, fmt_alloc(a)));
-                    let rate = speed / list.catalog.get(j.model as usize).iter_time_s;
-                    let iters = (round_s * rate).floor() as u64;
-                    remaining[i] = remaining[i].saturating_sub(iters);
-                    attained[i] += round_s;
-                }
-                _ => text.push_str(&format!("  {:<16} waits\n", j.name)),
+            if let (Some(_), Some(speed)) = (&plan.allocations[k], plan.speeds[k]) {
+                // As the simulator advances a job: whole iterations at its speed this round.
+                let rate = speed / list.catalog.get(j.model as usize).iter_time_s;
+                let iters = (round_s * rate).floor() as u64;
+                remaining[i] = remaining[i].saturating_sub(iters);
+                attained[i] += round_s;
             }
             prev[i] = plan.allocations[k].clone();
+            planned.jobs.push(PlannedJob {
+                name: j.name.clone(),
+                allocation: plan.allocations[k].clone(),
+            });
         }
-        out.push(text);
+        out.push(planned);
         now += round_s;
     }
     Ok(out)

@@ -159,14 +159,6 @@ impl LocalBackend {
             .get_mut(name)
             .ok_or_else(|| ExecError::Other(format!("job `{name}` is not running here")))
     }
-
-    /// The cgroup directories of a job (for tests and reports).
-    pub fn domain_paths(&self, job: &str) -> Vec<std::path::PathBuf> {
-        self.jobs
-            .get(job)
-            .map(|j| j.domain.paths().to_vec())
-            .unwrap_or_default()
-    }
 }
 
 fn budget_of(alloc: &Allocation) -> Budget {

@@ -187,7 +187,17 @@ fn assign_cores(
         let mut candidates: Vec<usize> = (0..free.len())
             .filter(|&f| free[f].1 >= 1.0 - CORE_EPS)
             .collect();
-        candidates.sort_by_key(|&f| (!prev.contains(&free[f].0), free[f].0));
+        // Among its previous cores, those no other job had come first: a job that shared a core for
+        // its fraction keeps its whole core, and the sharers keep theirs.
+        let others = |core: usize| {
+            placed
+                .iter()
+                .filter(|p| p.0 != i)
+                .filter_map(|p| previous.get(p.0).and_then(|a| a.as_ref()))
+                .filter(|a| a.cores.contains(&core))
+                .count()
+        };
+        candidates.sort_by_key(|&f| (!prev.contains(&free[f].0), others(free[f].0), free[f].0));
         for &f in candidates.iter().take(whole) {
             free[f].1 = 0.0;
             chosen.push(free[f].0);
