@@ -52,6 +52,10 @@ enum Command {
     /// utilization) as PNG or SVG, chosen by the output's extension.
     #[command(after_help = PLOT_EXAMPLES)]
     Plot(PlotArgs),
+    /// Run a job list for real on this server (cgroups) with a policy and a mechanism, and compare each
+    /// job's JCT with the simulator's prediction for the same list.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunCmdArgs),
     /// Convert the Synergy artifact's published model zoo (JSON) into profile files, one per model.
     #[command(
         after_help = "Example:\n  synergy import-zoo ../shared/reference/synergy-model-zoo.json --out-dir profiles/zoo"
@@ -236,6 +240,62 @@ const SIMULATE_EXAMPLES: &str = "Examples:
   synergy simulate --trace trace.csv --cluster cluster.toml --mechanism tune --out results/
   synergy simulate --servers 256 --load 144 --jobs 100000 --multi-gpu --json";
 
+const RUN_EXAMPLES: &str = "Examples:
+  synergy run examples/jobs-mixed.toml --gpus 2 --policy fifo --mechanism tune --round 15
+  synergy run examples/jobs-mixed.toml --gpus 2 --mechanism proportional --dry-run
+  synergy run examples/jobs-mixed.toml --gpus 2 --resume          # after the executor was killed
+  synergy run examples/jobs-mixed.toml --gpus 2 --json > run.json";
+
+#[derive(Debug, clap::Args)]
+struct RunCmdArgs {
+    /// The job list (TOML; see docs/run.md).
+    jobs: PathBuf,
+    /// Where jobs run.
+    #[arg(long, value_enum, default_value = "local")]
+    backend: RunBackend,
+    /// Policy: fifo, srtf, las, ftf.
+    #[arg(long, default_value = "fifo")]
+    policy: String,
+    /// Mechanism: proportional, greedy, tune, opt.
+    #[arg(long, default_value = "tune")]
+    mechanism: String,
+    /// Round length, seconds.
+    #[arg(long = "round", default_value_t = 15.0)]
+    round_s: f64,
+    /// Emulate this many GPUs (slots) instead of using NVML's.
+    #[arg(long)]
+    gpus: Option<u32>,
+    /// Use only this many cores.
+    #[arg(long)]
+    cpus: Option<usize>,
+    /// Give jobs at most this much memory in all (e.g. 8GiB).
+    #[arg(long)]
+    mem: Option<Bytes>,
+    /// Print each round's plan (from the simulator's progress model) without launching anything.
+    #[arg(long)]
+    dry_run: bool,
+    /// The state file (default: the job list's path with `.state.json`).
+    #[arg(long)]
+    state: Option<PathBuf>,
+    /// Continue the run recorded in the state file after the executor was killed.
+    #[arg(long)]
+    resume: bool,
+    /// Times a crashing job is started again before it counts as failed.
+    #[arg(long, default_value_t = 2)]
+    max_retries: u32,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunBackend {
+    /// This server: cgroups per job, GPUs by CUDA_VISIBLE_DEVICES.
+    Local,
+    /// A Slurm cluster.
+    Slurm,
+}
+
 #[derive(Debug, clap::Args)]
 struct SimulateArgs {
     /// Directory of profile files (searched recursively); jobs name models by `workload.name`.
@@ -257,8 +317,11 @@ struct SimulateArgs {
     #[arg(long, default_value_t = 500.0)]
     server_mem_gb: f64,
     /// Trace CSV (`id,model,arrival_s,iters,gpus`); without it a workload is generated.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "jobs_list")]
     trace: Option<PathBuf>,
+    /// A job list as `synergy run` takes it (its own profiles; predicts every job's JCT).
+    #[arg(long = "jobs-list", value_name = "JOBS.toml")]
+    jobs_list: Option<PathBuf>,
     /// Policies, comma-separated: fifo, srtf, las, ftf.
     #[arg(long, default_value = "fifo")]
     policy: String,
@@ -284,7 +347,7 @@ struct SimulateArgs {
     #[arg(long)]
     window: Option<String>,
     /// Round length, seconds.
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     round_s: f64,
     /// Parallel simulations in a sweep (default: the host's cores).
     #[arg(long)]
@@ -366,6 +429,9 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             )
         }
     };
+    if let Some(path) = &args.jobs_list {
+        return simulate_job_list(path, &cluster, &policies, &mechanisms, &args);
+    }
     let catalog = sim::Catalog::load_dir(&args.profiles)?;
     let window = match args.window.as_deref() {
         Some("all") => None,
@@ -517,6 +583,178 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         print!("{}", sim::output::render_sweep(&rows));
     }
     Ok(0)
+}
+
+/// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.
+fn simulate_job_list(
+    path: &std::path::Path,
+    cluster: &crate::sim::ClusterConfig,
+    policies: &[String],
+    mechanisms: &[String],
+    args: &SimulateArgs,
+) -> anyhow::Result<i32> {
+    let list = crate::exec::jobs::JobList::read(path)?;
+    list.check_fits(cluster.max_server_gpus())?;
+    let mut out = Vec::new();
+    for p in policies {
+        for m in mechanisms {
+            let jcts = crate::exec::executor::predict(&list, cluster, args.round_s, p, m)?;
+            let done: Vec<f64> = jcts.iter().flatten().copied().collect();
+            let mean = done.iter().sum::<f64>() / done.len().max(1) as f64;
+            out.push(serde_json::json!({
+                "policy": p,
+                "mechanism": m,
+                "round_s": args.round_s,
+                "jobs": list.jobs.iter().zip(&jcts).map(|(j, t)| serde_json::json!({
+                    "name": j.name, "workload": j.spec.name, "gpus": j.gpus,
+                    "arrival_s": j.arrival_s, "predicted_jct_s": t,
+                })).collect::<Vec<_>>(),
+                "mean_predicted_jct_s": mean,
+            }));
+        }
+    }
+    if args.json {
+        let v = if out.len() == 1 {
+            out.remove(0)
+        } else {
+            serde_json::Value::Array(out)
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    for v in &out {
+        println!(
+            "{} / {} (rounds of {} s): mean predicted JCT {:.1} s",
+            v["policy"].as_str().unwrap_or_default(),
+            v["mechanism"].as_str().unwrap_or_default(),
+            args.round_s,
+            v["mean_predicted_jct_s"].as_f64().unwrap_or(0.0)
+        );
+        for j in v["jobs"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<16} {:<8} arrives {:>6.1} s  JCT {:>8.1} s",
+                j["name"].as_str().unwrap_or_default(),
+                j["workload"].as_str().unwrap_or_default(),
+                j["arrival_s"].as_f64().unwrap_or(0.0),
+                j["predicted_jct_s"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
+    use crate::exec::{executor, jobs::JobList, local};
+    check_positive("--round", args.round_s)?;
+    let list = JobList::read(&args.jobs)?;
+    if args.backend == RunBackend::Slurm {
+        anyhow::bail!(
+            "--backend slurm is not wired to the executor yet in this build; use --backend local"
+        );
+    }
+    let opts = local::LocalOptions {
+        emulated_gpus: args.gpus,
+        cpus: args.cpus,
+        memory: args.mem,
+    };
+    if args.dry_run {
+        // A plan needs the server's shape only: no cgroups are made.
+        let servers = local::discover(&opts)?;
+        let rounds =
+            executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&rounds)?);
+        } else {
+            for r in &rounds {
+                print!("{r}");
+            }
+        }
+        return Ok(0);
+    }
+    let state_path = args
+        .state
+        .clone()
+        .unwrap_or_else(|| args.jobs.with_extension("state.json"));
+    let cfg = executor::ExecConfig {
+        policy: args.policy.clone(),
+        mechanism: args.mechanism.clone(),
+        round_s: args.round_s,
+        max_retries: args.max_retries,
+        state_path,
+        resume: args.resume,
+    };
+    let cancel = Cancel::on_signals()?;
+    let mut backend = local::LocalBackend::new(&opts)?;
+    let mut log = |line: &str| eprintln!("{line}");
+    let report = executor::run(&list, &mut backend, &cfg, &cancel, &mut log)?;
+    drop(backend);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render_run(&report));
+    }
+    if let Some(sig) = report.interrupted {
+        eprintln!(
+            "synergy: interrupted; every job was stopped and its progress saved in {} (continue with --resume)",
+            cfg.state_path.display()
+        );
+        return Ok(128 + sig);
+    }
+    Ok(
+        if report
+            .jobs
+            .iter()
+            .any(|j| j.status == crate::exec::state::JobStatus::Failed)
+        {
+            EXIT_FAILURE
+        } else {
+            0
+        },
+    )
+}
+
+fn render_run(r: &crate::exec::executor::RunReport) -> String {
+    let secs = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
+    let pct = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{:+.1}%", x * 100.0));
+    let mut out = format!(
+        "{} / {} on {} ({} rounds of {} s, makespan {:.1} s)\n",
+        r.policy, r.mechanism, r.backend, r.rounds, r.round_s, r.makespan_s
+    );
+    out.push_str(&format!(
+        "{:<16} {:<8} {:>4} {:>9} {:>8} {:>10} {:>10} {:>8}  {}\n",
+        "job", "workload", "gpus", "samples", "arrive", "real JCT", "predicted", "diff", "status"
+    ));
+    for j in &r.jobs {
+        out.push_str(&format!(
+            "{:<16} {:<8} {:>4} {:>9} {:>8.1} {:>10} {:>10} {:>8}  {:?}{}\n",
+            j.name,
+            j.workload,
+            j.gpus,
+            j.samples,
+            j.arrival_s,
+            secs(j.real_jct_s),
+            secs(j.predicted_jct_s),
+            pct(j.difference),
+            j.status,
+            if j.retries > 0 {
+                format!(" ({} retries)", j.retries)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "{:<16} {:<8} {:>4} {:>9} {:>8} {:>10} {:>10} {:>8}\n",
+        "mean",
+        "",
+        "",
+        "",
+        "",
+        secs(r.mean_real_jct_s),
+        secs(r.mean_predicted_jct_s),
+        pct(r.mean_difference)
+    ));
+    out
 }
 
 #[derive(Debug, clap::Args)]
@@ -682,6 +920,9 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(p) = e.downcast_ref::<crate::plot::PlotError>() {
         return p.is_input();
     }
+    if let Some(x) = e.downcast_ref::<crate::exec::ExecError>() {
+        return x.is_input();
+    }
     matches!(
         e.downcast_ref::<IsolateError>(),
         Some(IsolateError::Budget(_))
@@ -695,6 +936,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Predict(args) => predict_cmd(args),
         Command::Simulate(args) => simulate_cmd(args),
         Command::Plot(args) => plot_cmd(args),
+        Command::Run(args) => run_cmd(args),
         Command::ImportZoo { zoo, out_dir } => {
             let written = crate::profile::zoo::import_zoo(&zoo, &out_dir)?;
             for p in &written {

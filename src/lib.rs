@@ -4,7 +4,9 @@
 //! The profiler side is built from [`workload`] (specs, datasets, built-in workloads, launching),
 //! [`isolate`] (cgroup and affinity budgets, page-cache control) and [`measure`] (progress, throughput
 //! estimation, telemetry, one trial). The scheduler side is [`sched`] (policies and mechanisms) and
-//! [`sim`] (the cluster simulator that drives them over traces); [`plot`] draws charts of both. [`cli`] is the command line over them.
+//! [`sim`] (the cluster simulator that drives them over traces); [`exec`] runs a job list for real with
+//! the same policies and mechanisms, locally or on Slurm; [`plot`] draws charts of profiles and
+//! simulations. [`cli`] is the command line over them.
 
 pub mod cancel;
 pub mod cli;

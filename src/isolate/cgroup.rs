@@ -34,6 +34,8 @@ const KILL_TIMEOUT: Duration = Duration::from_secs(3);
 const RMDIR_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long to wait for a v1 freezer to reach FROZEN before killing anyway.
 const FREEZE_TIMEOUT: Duration = Duration::from_millis(200);
+/// How long pausing a workload waits for its freezer to report FROZEN.
+const PAUSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The fixed cgroup2 mount point cgroups-rs works with.
 const V2_ROOT: &str = "/sys/fs/cgroup";
 
@@ -463,6 +465,53 @@ impl CgroupBackend {
     }
 }
 
+impl CgroupBackend {
+    /// Opens a domain this backend made earlier, possibly by another process (a supervisor that was
+    /// killed), so it can be paused, resized or destroyed; `None` when no cgroup has that name.
+    pub fn open_domain(&self, name: &str) -> Result<Option<CgroupDomain>, IsolateError> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(IsolateError::Budget(format!(
+                "`{name}` is not a valid cgroup name"
+            )));
+        }
+        let v2 = self.kind == IsolationKind::CgroupV2;
+        let enabled = self.v2_enabled();
+        let cg = self.handle(name);
+        if !cg.exists() {
+            return Ok(None);
+        }
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if v2 {
+            dirs.push(Path::new(V2_ROOT).join(cg.path()));
+        } else {
+            for s in cg.subsystems() {
+                let p = s.to_controller().path().to_path_buf();
+                if p.exists() && !dirs.contains(&p) {
+                    dirs.push(p);
+                }
+            }
+        }
+        let mut domain = CgroupDomain {
+            kind: self.kind,
+            cg,
+            dirs,
+            cores: Vec::new(),
+            pin_with_affinity: v2 && !enabled.iter().any(|c| c == "cpuset"),
+            procs: Vec::new(),
+            read_dev: None,
+            mem_limited: false,
+            destroyed: false,
+        };
+        domain.cores = domain
+            .dir_of::<CpuSetController>()
+            .and_then(|d| fs::read_to_string(d.join("cpuset.cpus")).ok())
+            .and_then(|t| cpus::parse_list(&t))
+            .unwrap_or_default();
+        domain.procs = domain.open_procs()?;
+        Ok(Some(domain))
+    }
+}
+
 impl Isolation for CgroupBackend {
     fn kind(&self) -> IsolationKind {
         self.kind
@@ -851,6 +900,43 @@ impl Domain for CgroupDomain {
         self.apply(budget, cores, false)
     }
 
+    fn set_frozen(&mut self, frozen: bool) -> Result<(), IsolateError> {
+        if self.destroyed {
+            return Err(IsolateError::Budget("the domain has been destroyed".into()));
+        }
+        let what = if frozen { "freezing" } else { "thawing" };
+        let f = self.freezer().ok_or_else(|| {
+            IsolateError::Budget(format!(
+                "{what} a workload needs the freezer controller, which is not available here"
+            ))
+        })?;
+        let r = if frozen { f.freeze() } else { f.thaw() };
+        r.map_err(|e| cg_err(format!("{what} cgroup {}", self.cg.path()), e))?;
+        let settled = |s: &FreezerState| {
+            if frozen {
+                matches!(s, FreezerState::Frozen)
+            } else {
+                matches!(s, FreezerState::Thawed)
+            }
+        };
+        let start = Instant::now();
+        loop {
+            match f.state() {
+                Ok(s) if settled(&s) => return Ok(()),
+                _ if start.elapsed() > PAUSE_TIMEOUT => {
+                    return Err(io_err(
+                        format!("{what} cgroup {}", self.cg.path()),
+                        std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            format!("the freezer did not settle within {PAUSE_TIMEOUT:?}"),
+                        ),
+                    ))
+                }
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+
     fn destroy(&mut self) -> Result<(), IsolateError> {
         if self.destroyed {
             return Ok(());
@@ -1226,6 +1312,39 @@ mod tests {
         );
         drop(d);
         assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_frozen_domain_stops_its_tasks_and_a_reopened_one_can_be_destroyed() {
+        let Some(b) = backend() else { return };
+        let name = unique("frz");
+        let mut d = b.create_domain(&name, &budget(1.0)).expect("create");
+        let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
+        let stat_state = |pid: u32| {
+            fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| t.rsplit(") ").next().map(|r| r.chars().next()))
+                .flatten()
+        };
+        d.set_frozen(true).expect("freeze");
+        let f = d.freezer().expect("freezer");
+        assert!(matches!(f.state(), Ok(FreezerState::Frozen)));
+        // A frozen task sleeps uninterruptibly in the freezer (D) until thawed.
+        assert_eq!(stat_state(child.id()), Some('D'));
+        d.set_frozen(false).expect("thaw");
+        assert!(matches!(
+            d.freezer().expect("freezer").state(),
+            Ok(FreezerState::Thawed)
+        ));
+        d.set_frozen(true).expect("freeze again");
+        // Another handle on the same cgroup (as a resumed executor opens what a dead one left) sees the
+        // frozen task and removes everything, the frozen task included.
+        let mut again = b.open_domain(&name).expect("open").expect("exists");
+        assert_eq!(again.pids(), vec![child.id() as i32]);
+        again.destroy().expect("destroy");
+        assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+        assert!(d.paths().iter().all(|p| !p.exists()));
+        assert!(b.open_domain(&name).expect("open").is_none());
     }
 
     #[test]

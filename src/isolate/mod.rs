@@ -169,6 +169,15 @@ pub trait Domain: Send {
     fn pids(&self) -> Vec<i32>;
     /// Changes the budget in place, for tasks already running.
     fn update(&mut self, budget: &Budget) -> Result<(), IsolateError>;
+    /// Freezes every task in the domain (`true`: no task runs, memory is kept) or thaws them (`false`).
+    /// Returns once the kernel reports the new state. Backends without a freezer refuse.
+    fn set_frozen(&mut self, frozen: bool) -> Result<(), IsolateError> {
+        let _ = frozen;
+        Err(IsolateError::Budget(format!(
+            "the {} backend cannot pause a workload (it needs the cgroup freezer)",
+            self.kind()
+        )))
+    }
     /// Kills every task left in the domain and removes it. Idempotent; also run on drop.
     fn destroy(&mut self) -> Result<(), IsolateError>;
 }

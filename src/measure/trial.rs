@@ -286,7 +286,7 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
 }
 
 /// Finds the dataset, generating it when absent and the spec says how.
-fn prepare_dataset(
+pub(crate) fn prepare_dataset(
     spec: &WorkloadSpec,
     bar: &ProgressBar,
     cancel: &Cancel,
@@ -434,6 +434,8 @@ pub fn run_trial(
         cache_bytes: req.cache_bytes,
         synthetic: req.synthetic,
         setup: domain.child_setup(),
+        extra_args: &[],
+        extra_env: &[],
     };
     let mut teardown_ms = 0.0;
     let mut destroyed = Ok(());

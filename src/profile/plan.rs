@@ -618,7 +618,7 @@ fn summarize(points: &[ValidationPoint], model: HitModel) -> Option<ErrorSummary
     })
 }
 
-fn host_memory_bytes() -> u64 {
+pub(crate) fn host_memory_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {

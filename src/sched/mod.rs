@@ -127,6 +127,55 @@ pub trait Mechanism: Send {
     ) -> MechanismStats;
 }
 
+/// Orders `jobs` for a round starting at `now_s`: jobs that have waited past [`STARVATION_S`] first
+/// (when the policy guards against starvation; the flag is sticky and set here), then by the policy's
+/// key, arrival and id. Returns indices into `jobs`.
+pub fn policy_order(policy: &dyn Policy, jobs: &mut [JobState], now_s: f64) -> Vec<usize> {
+    if policy.is_arrival_order() {
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by(|&a, &b| {
+            jobs[a]
+                .arrival_s
+                .total_cmp(&jobs[b].arrival_s)
+                .then(jobs[a].id.cmp(&jobs[b].id))
+        });
+        return order;
+    }
+    let guard = policy.starvation_guard();
+    let mut keyed: Vec<(bool, f64, f64, u64, usize)> = jobs
+        .iter_mut()
+        .enumerate()
+        .map(|(i, j)| {
+            j.starved |= guard && now_s - j.last_run_s > STARVATION_S;
+            (!j.starved, policy.key(j, now_s), j.arrival_s, j.id, i)
+        })
+        .collect();
+    keyed.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    });
+    keyed.into_iter().map(|k| k.4).collect()
+}
+
+/// The runnable set (DESIGN.md 5.3): jobs taken in `order` while their GPU counts fit `total_gpus`.
+pub fn runnable_set(jobs: &[JobState], order: &[usize], total_gpus: u64) -> Vec<usize> {
+    let mut free = total_gpus;
+    let mut out = Vec::new();
+    for &i in order {
+        if free == 0 {
+            break;
+        }
+        let g = jobs[i].gpus as u64;
+        if g <= free {
+            free -= g;
+            out.push(i);
+        }
+    }
+    out
+}
+
 /// A policy by name.
 pub fn policy_by_name(name: &str) -> Option<Box<dyn Policy>> {
     Some(match name {

@@ -34,6 +34,11 @@ pub struct LaunchConfig<'a> {
     pub synthetic: bool,
     /// What the child does before exec to enter its isolation domain.
     pub setup: ChildSetup,
+    /// Arguments appended to the spec's command (the executor's `--max-samples N`).
+    pub extra_args: &'a [String],
+    /// Environment added after the contract's own (the executor's `SYNERGY_STATE_FILE`,
+    /// `CUDA_VISIBLE_DEVICES`).
+    pub extra_env: &'a [(String, String)],
 }
 
 /// Where the workload's progress arrives.
@@ -154,12 +159,13 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
         "cache_bytes",
         cfg.cache_bytes.map(|b| b.0.to_string()).unwrap_or_default(),
     );
-    let argv = spec
+    let mut argv = spec
         .command
         .iter()
         .enumerate()
         .map(|(i, a)| ph.expand(a, &spec.origin, &format!("command[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
+    argv.extend(cfg.extra_args.iter().cloned());
     let mut envs: Vec<(String, String)> = spec
         .env
         .iter()
@@ -177,6 +183,7 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
     if matches!(spec.progress, ProgressSpec::Pipe) {
         envs.push((env::PROGRESS_FD.into(), PROGRESS_FD.to_string()));
     }
+    envs.extend(cfg.extra_env.iter().cloned());
     Ok((argv, envs))
 }
 
@@ -209,6 +216,9 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
     }
     if cfg.cache_bytes.is_none() {
         cmd.env_remove(env::CACHE_BYTES);
+    }
+    if !cfg.extra_env.iter().any(|(k, _)| k == env::STATE_FILE) {
+        cmd.env_remove(env::STATE_FILE);
     }
     let regex_stream = match &cfg.spec.progress {
         ProgressSpec::Regex { stream, .. } => Some(*stream),

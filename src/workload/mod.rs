@@ -22,6 +22,8 @@ pub mod env {
     pub const SYNTHETIC: &str = "SYNERGY_SYNTHETIC";
     /// File descriptor of the progress pipe.
     pub const PROGRESS_FD: &str = "SYNERGY_PROGRESS_FD";
+    /// JSON file of the run's totals (`samples_done`, `steps_done`): read at start, rewritten while running.
+    pub const STATE_FILE: &str = "SYNERGY_STATE_FILE";
 }
 
 use crate::error::InputError;

@@ -15,7 +15,7 @@ use crate::units::{parse_bytes, Bytes, Cores};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::io::{FromRawFd, RawFd};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -45,9 +45,12 @@ pub struct RunArgs {
     /// Emulated accelerator ingestion rate, samples per second.
     #[arg(long)]
     pub gpu_rate: f64,
-    /// Stop after this many steps (default: run until stopped).
+    /// Stop after this many steps in all, resumed ones included (default: run until stopped).
     #[arg(long)]
     pub max_steps: Option<u64>,
+    /// Stop after this many samples in all, resumed ones included (default: run until stopped).
+    #[arg(long)]
+    pub max_samples: Option<u64>,
     /// Stop after this many seconds (default: run until stopped).
     #[arg(long)]
     pub max_seconds: Option<f64>,
@@ -74,11 +77,13 @@ pub struct RunConfig {
     pub cache_bytes: Option<u64>,
     /// Feed one in-memory batch at the accelerator's rate, with no loading or preprocessing.
     pub synthetic: bool,
+    /// `SYNERGY_STATE_FILE`: where the run's totals are kept across restarts (the resume contract).
+    pub state_file: Option<PathBuf>,
 }
 
 impl RunConfig {
     /// Reads `SYNERGY_CPUS` (workers = ceil, at least 1; default: all available cores),
-    /// `SYNERGY_CACHE_BYTES` (overridden by `--cache-bytes`) and `SYNERGY_SYNTHETIC`.
+    /// `SYNERGY_CACHE_BYTES` (overridden by `--cache-bytes`), `SYNERGY_SYNTHETIC` and `SYNERGY_STATE_FILE`.
     pub fn from_env(args: &RunArgs) -> Result<Self, WorkloadError> {
         let workers = match std::env::var(env::CPUS) {
             Ok(v) => {
@@ -101,11 +106,49 @@ impl RunConfig {
         };
         let synthetic =
             std::env::var(env::SYNTHETIC).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        let state_file = std::env::var_os(env::STATE_FILE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
         Ok(RunConfig {
             workers,
             cache_bytes,
             synthetic,
+            state_file,
         })
+    }
+}
+
+/// The running totals a workload keeps in `SYNERGY_STATE_FILE` (the resume contract): a restarted run
+/// continues from them, and its `--max-samples` / `--max-steps` count them in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResumeState {
+    /// Samples ingested by every run so far.
+    pub samples_done: u64,
+    /// Steps ingested by every run so far.
+    pub steps_done: u64,
+}
+
+impl ResumeState {
+    /// Reads the totals at `path`; a missing file is a fresh start.
+    pub fn read(path: &Path) -> Result<ResumeState, WorkloadError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+                InputError::new(
+                    path.display().to_string(),
+                    format!("not a workload state file ({{\"samples_done\": N, \"steps_done\": S}}): {e}"),
+                )
+                .into()
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ResumeState::default()),
+            Err(e) => Err(WorkloadError::io(format!("reading {}", path.display()), e)),
+        }
+    }
+
+    /// Replaces the totals at `path` atomically (temporary file and rename).
+    pub fn write(&self, path: &Path) -> Result<(), WorkloadError> {
+        let json = serde_json::to_vec(self).expect("plain numbers serialize");
+        crate::profile::file::write_atomic(path, &json)
+            .map_err(|e| WorkloadError::Other(format!("saving the workload state: {e}")))
     }
 }
 

@@ -3,7 +3,7 @@
 //! over a bounded channel to an accelerator that ingests them at a fixed rate and reports each step.
 
 use super::source::{AppCache, Items};
-use super::{audio, image, text, Pipeline, RunArgs, RunConfig, Summary};
+use super::{audio, image, text, Pipeline, ResumeState, RunArgs, RunConfig, Summary};
 use crate::error::InputError;
 use crate::workload::WorkloadError;
 use rand::seq::SliceRandom;
@@ -42,7 +42,7 @@ fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
 /// step or time limit, `stop`, or a closed progress pipe.
 pub fn run_with<'a>(
     args: &'a RunArgs,
-    cfg: &RunConfig,
+    cfg: &'a RunConfig,
     progress: Option<&'a mut dyn Write>,
     stop: &'a AtomicBool,
 ) -> Result<Summary, WorkloadError> {
@@ -53,6 +53,10 @@ pub fn run_with<'a>(
     if args.batch_size == 0 {
         return Err(InputError::new("--batch-size", "must be at least 1").into());
     }
+    let base = match &cfg.state_file {
+        Some(p) => ResumeState::read(p)?,
+        None => ResumeState::default(),
+    };
     let mut acc = Accelerator {
         args,
         start,
@@ -60,6 +64,9 @@ pub fn run_with<'a>(
         progress,
         summary: Summary::default(),
         free_at: start,
+        base,
+        state_file: cfg.state_file.as_deref(),
+        saved_at: start,
     };
     if cfg.synthetic {
         // One pre-made batch, fed again and again: no loading, no preprocessing.
@@ -73,11 +80,19 @@ pub fn run_with<'a>(
             floats: vec![0.5; floats * b],
             ints: vec![1; ints * b],
         };
+        let mut result = Ok(());
         while acc.may_continue() {
-            if !acc.step(&batch, acc.free_at)? {
-                break;
+            match acc.step(&batch, acc.free_at) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
         }
+        acc.save_state()?;
+        result?;
         return Ok(acc.finish());
     }
 
@@ -91,9 +106,14 @@ pub fn run_with<'a>(
         stop: AtomicBool::new(false),
         pool: Mutex::new(Vec::new()),
     };
+    if !acc.may_continue() {
+        // Resumed with the work already done: nothing to load.
+        acc.save_state()?;
+        return Ok(acc.finish());
+    }
     let workers = cfg.workers.max(1);
     let (tx, rx) = sync_channel::<Result<Batch, WorkloadError>>(workers * args.prefetch.max(1));
-    std::thread::scope(|s| {
+    let consumed = std::thread::scope(|s| {
         for _ in 0..workers {
             let tx = tx.clone();
             let loader = &loader;
@@ -105,7 +125,10 @@ pub fn run_with<'a>(
         loader.stop.store(true, Ordering::Relaxed);
         drop(rx);
         result
-    })?;
+    });
+    // Saved on errors too: what was ingested stays done.
+    acc.save_state()?;
+    consumed?;
     acc.summary.dataset_bytes = loader.items.total_bytes();
     acc.summary.cache_used_bytes = loader.cache.as_ref().map_or(0, |c| c.used_bytes());
     Ok(acc.finish())
@@ -121,14 +144,31 @@ struct Accelerator<'a> {
     /// When the accelerator finishes its current batch: a schedule, not the clock, so that sleeping
     /// late does not add up over steps.
     free_at: Instant,
+    /// Totals of earlier runs (resume contract).
+    base: ResumeState,
+    /// Where the running totals are kept, when the launcher asked for it.
+    state_file: Option<&'a std::path::Path>,
+    /// When the totals were last written.
+    saved_at: Instant,
 }
+
+/// How often the running totals are rewritten at most (the contract asks for at least once a second).
+const STATE_EVERY: Duration = Duration::from_millis(500);
 
 impl Accelerator<'_> {
     fn may_continue(&self) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return false;
         }
-        if self.args.max_steps.is_some_and(|m| self.summary.steps >= m) {
+        let totals = self.totals();
+        if self.args.max_steps.is_some_and(|m| totals.steps_done >= m) {
+            return false;
+        }
+        if self
+            .args
+            .max_samples
+            .is_some_and(|m| totals.samples_done >= m)
+        {
             return false;
         }
         !self
@@ -168,9 +208,15 @@ impl Accelerator<'_> {
     /// Ingests one batch that was ready at `ready_at`, then reports the step. Returns false when the
     /// progress pipe has been closed (the reader is gone, so the run is over).
     fn step(&mut self, batch: &Batch, ready_at: Instant) -> Result<bool, WorkloadError> {
-        let begin = self.free_at.max(ready_at);
-        self.free_at = begin + Duration::from_secs_f64(batch.samples as f64 / self.args.gpu_rate);
+        let busy = Duration::from_secs_f64(batch.samples as f64 / self.args.gpu_rate);
         let now = Instant::now();
+        // A schedule far in the past (the process was frozen or stopped) is not time the accelerator
+        // can make up: at most one batch of lateness is caught up.
+        let begin = self
+            .free_at
+            .max(ready_at)
+            .max(now.checked_sub(busy).unwrap_or(now));
+        self.free_at = begin + busy;
         if self.free_at > now {
             std::thread::sleep(self.free_at - now);
         }
@@ -193,7 +239,27 @@ impl Accelerator<'_> {
                 Err(e) => return Err(WorkloadError::io("writing a progress line", e)),
             }
         }
+        if self.state_file.is_some() && self.saved_at.elapsed() >= STATE_EVERY {
+            self.save_state()?;
+        }
         Ok(true)
+    }
+
+    /// Totals including earlier runs.
+    fn totals(&self) -> ResumeState {
+        ResumeState {
+            samples_done: self.base.samples_done + self.summary.samples,
+            steps_done: self.base.steps_done + self.summary.steps,
+        }
+    }
+
+    /// Writes the running totals to the state file, when there is one.
+    fn save_state(&mut self) -> Result<(), WorkloadError> {
+        if let Some(p) = self.state_file {
+            self.totals().write(p)?;
+            self.saved_at = Instant::now();
+        }
+        Ok(())
     }
 
     fn finish(mut self) -> Summary {
@@ -365,6 +431,7 @@ mod tests {
             batch_size,
             gpu_rate,
             max_steps: None,
+            max_samples: None,
             max_seconds: Some(20.0),
             seed: 0,
             prefetch: 2,
@@ -378,6 +445,7 @@ mod tests {
             workers,
             cache_bytes,
             synthetic: false,
+            state_file: None,
         }
     }
 
@@ -533,5 +601,37 @@ mod tests {
         let stop = AtomicBool::new(false);
         let summary = run_with(&a, &c, Some(&mut Closed), &stop).unwrap();
         assert_eq!(summary.steps, 1);
+    }
+
+    #[test]
+    fn a_state_file_carries_totals_across_runs_and_bounds_samples() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = tmp.path().join("state.json");
+        let mut a = args(Pipeline::Text, Path::new("/nonexistent"), 10, 5000.0);
+        a.max_samples = Some(100);
+        let c = RunConfig {
+            synthetic: true,
+            state_file: Some(state.clone()),
+            ..cfg(1, None)
+        };
+        let (first, _) = run_capture(&a, &c).unwrap();
+        assert_eq!(first.samples, 100);
+        let saved = ResumeState::read(&state).unwrap();
+        assert_eq!((saved.samples_done, saved.steps_done), (100, 10));
+        // A second run to 250 in all does only the 150 left, and its progress lines count its own.
+        a.max_samples = Some(250);
+        let (second, lines) = run_capture(&a, &c).unwrap();
+        assert_eq!(second.samples, 150);
+        assert_eq!(lines.len(), 15);
+        let saved = ResumeState::read(&state).unwrap();
+        assert_eq!((saved.samples_done, saved.steps_done), (250, 25));
+        // Done already: a third run ingests nothing.
+        let (third, _) = run_capture(&a, &c).unwrap();
+        assert_eq!(third.samples, 0);
+        // Steps are bounded the same way, counting resumed ones.
+        a.max_samples = None;
+        a.max_steps = Some(30);
+        let (fourth, _) = run_capture(&a, &c).unwrap();
+        assert_eq!(fourth.steps, 5);
     }
 }

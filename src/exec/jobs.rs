@@ -1,0 +1,381 @@
+//! The job-list file (`docs/run.md`): per job a workload spec, its profile, GPUs, work and arrival; and
+//! the same list as a simulator trace, so every real run has a prediction.
+
+use super::{ExecError, Work};
+use crate::error::InputError;
+use crate::profile::Profile;
+use crate::sim::model::{Catalog, JobModel};
+use crate::sim::trace::TraceJob;
+use crate::workload::WorkloadSpec;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListFile {
+    #[serde(default)]
+    profiles: Option<String>,
+    #[serde(default)]
+    job: Vec<EntryFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryFile {
+    name: String,
+    workload: String,
+    #[serde(default)]
+    profile: Option<String>,
+    #[serde(default)]
+    gpus: Option<u32>,
+    #[serde(default)]
+    samples: Option<u64>,
+    #[serde(default)]
+    steps: Option<u64>,
+    #[serde(default)]
+    arrival_s: f64,
+}
+
+/// One job of the list, resolved.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Unique name (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// Its workload spec.
+    pub spec: WorkloadSpec,
+    /// Its profile file.
+    pub profile_path: PathBuf,
+    /// Index of its model in [`JobList::catalog`].
+    pub model: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// Work.
+    pub work: Work,
+    /// Arrival, seconds after the run starts.
+    pub arrival_s: f64,
+    /// Samples per step (the spec's, equal to the profile's).
+    pub batch_size: u32,
+}
+
+impl Job {
+    /// Work in samples (steps times the batch size).
+    pub fn work_samples(&self) -> u64 {
+        match self.work {
+            Work::Samples(n) => n,
+            Work::Steps(n) => n * self.batch_size as u64,
+        }
+    }
+
+    /// Work in the simulator's iterations (steps), rounded up.
+    pub fn work_iters(&self) -> u64 {
+        match self.work {
+            Work::Samples(n) => n.div_ceil(self.batch_size as u64),
+            Work::Steps(n) => n,
+        }
+    }
+}
+
+/// A parsed job list with the scheduler's models of its jobs.
+#[derive(Debug, Clone)]
+pub struct JobList {
+    /// The file it came from.
+    pub path: PathBuf,
+    /// Jobs in file order.
+    pub jobs: Vec<Job>,
+    /// One model per distinct profile.
+    pub catalog: Catalog,
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !n.starts_with('.')
+}
+
+impl JobList {
+    /// Reads and validates a job list; paths in it resolve against its directory.
+    pub fn read(path: &Path) -> Result<JobList, ExecError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(&origin, format!("cannot read the job list: {e}")))?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        Self::parse(&text, &origin, base, path)
+    }
+
+    fn parse(text: &str, origin: &str, base: &Path, path: &Path) -> Result<JobList, ExecError> {
+        let file: ListFile = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            match e.span() {
+                Some(span) => {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    InputError::new(origin, format!("line {line}: {msg}"))
+                }
+                None => InputError::new(origin, msg),
+            }
+        })?;
+        if file.job.is_empty() {
+            return Err(InputError::new(origin, "has no [[job]] tables").into());
+        }
+        let resolve = |p: &str| {
+            let p = Path::new(p);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        let profiles_dir = file.profiles.as_deref().map(resolve);
+        let mut models: Vec<JobModel> = Vec::new();
+        let mut model_of: HashMap<PathBuf, (usize, u32)> = HashMap::new();
+        let mut jobs = Vec::new();
+        for (i, e) in file.job.iter().enumerate() {
+            let field = |f: &str| format!("job[{i}].{f}");
+            if !valid_name(&e.name) {
+                return Err(InputError::field(
+                    origin,
+                    field("name"),
+                    format!(
+                        "`{}` is not a job name (1-64 letters, digits, `-`, `_`, `.`)",
+                        e.name
+                    ),
+                )
+                .into());
+            }
+            if jobs.iter().any(|j: &Job| j.name == e.name) {
+                return Err(InputError::field(
+                    origin,
+                    field("name"),
+                    format!("`{}` names two jobs; names must be unique", e.name),
+                )
+                .into());
+            }
+            // A spec file relative to the list, else a built-in workload name.
+            let spec_path = resolve(&e.workload);
+            let spec = if spec_path.exists() {
+                WorkloadSpec::load(&spec_path.display().to_string())?
+            } else {
+                WorkloadSpec::load(&e.workload).map_err(|err| {
+                    InputError::field(origin, field("workload"), err.message.clone())
+                })?
+            };
+            let profile_path =
+                match (&e.profile, &profiles_dir) {
+                    (Some(p), _) => resolve(p),
+                    (None, Some(dir)) => dir.join(format!("{}.json", spec.name)),
+                    (None, None) => return Err(InputError::field(
+                        origin,
+                        field("profile"),
+                        "missing; name the job's profile file, or set `profiles = DIR` at the top",
+                    )
+                    .into()),
+                };
+            if !profile_path.is_file() {
+                return Err(InputError::field(
+                    origin,
+                    field("profile"),
+                    format!("{} does not exist", profile_path.display()),
+                )
+                .into());
+            }
+            let canonical = profile_path
+                .canonicalize()
+                .unwrap_or_else(|_| profile_path.clone());
+            let (model, batch) = match model_of.get(&canonical) {
+                Some(&m) => m,
+                None => {
+                    let p = Profile::read(&profile_path).map_err(|err| match err {
+                        crate::profile::ProfileError::Invalid(i) => ExecError::Input(i),
+                        other => ExecError::Other(other.to_string()),
+                    })?;
+                    let m = JobModel::from_profile(&p, &profile_path)?;
+                    models.push(m);
+                    let v = (models.len() - 1, p.workload.batch_size);
+                    model_of.insert(canonical, v);
+                    v
+                }
+            };
+            if batch != spec.batch_size {
+                return Err(InputError::field(
+                    origin,
+                    field("profile"),
+                    format!(
+                        "{} was measured at batch size {batch}, but {} uses {}",
+                        profile_path.display(),
+                        spec.origin,
+                        spec.batch_size
+                    ),
+                )
+                .into());
+            }
+            let work = match (e.samples, e.steps) {
+                (Some(n), None) if n > 0 => Work::Samples(n),
+                (None, Some(n)) if n > 0 => Work::Steps(n),
+                (Some(_), Some(_)) => {
+                    return Err(InputError::field(
+                        origin,
+                        field("samples"),
+                        "give `samples` or `steps`, not both",
+                    )
+                    .into())
+                }
+                (None, None) => {
+                    return Err(InputError::field(
+                        origin,
+                        field("samples"),
+                        "missing; give the job's work as `samples = N` or `steps = N`",
+                    )
+                    .into())
+                }
+                _ => {
+                    return Err(InputError::field(
+                        origin,
+                        field(if e.samples.is_some() {
+                            "samples"
+                        } else {
+                            "steps"
+                        }),
+                        "must be at least 1",
+                    )
+                    .into())
+                }
+            };
+            let gpus = e.gpus.unwrap_or(spec.gpus);
+            if gpus == 0 {
+                return Err(InputError::field(origin, field("gpus"), "must be at least 1").into());
+            }
+            if !(e.arrival_s.is_finite() && e.arrival_s >= 0.0) {
+                return Err(InputError::field(
+                    origin,
+                    field("arrival_s"),
+                    "must be a non-negative number of seconds",
+                )
+                .into());
+            }
+            jobs.push(Job {
+                name: e.name.clone(),
+                batch_size: spec.batch_size,
+                spec,
+                profile_path,
+                model: model as u32,
+                gpus,
+                work,
+                arrival_s: e.arrival_s,
+            });
+        }
+        // The catalog sorts nothing here: model indices stay those assigned above.
+        let catalog = Catalog::new(models)?;
+        Ok(JobList {
+            path: path.to_path_buf(),
+            jobs,
+            catalog,
+        })
+    }
+
+    /// The list as a simulator trace: ids are positions in the list, work in iterations.
+    pub fn trace(&self) -> Vec<TraceJob> {
+        let mut t: Vec<TraceJob> = self
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| TraceJob {
+                id: i as u64,
+                model: j.model,
+                arrival_s: j.arrival_s,
+                iters: j.work_iters(),
+                gpus: j.gpus,
+            })
+            .collect();
+        t.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
+        t
+    }
+
+    /// Rejects jobs wider than any server, naming the job.
+    pub fn check_fits(&self, max_server_gpus: u32) -> Result<(), InputError> {
+        match self
+            .jobs
+            .iter()
+            .enumerate()
+            .find(|(_, j)| j.gpus > max_server_gpus)
+        {
+            Some((i, j)) => Err(InputError::field(
+                self.path.display().to_string(),
+                format!("job[{i}].gpus"),
+                format!(
+                    "job `{}` asks for {} GPUs; the largest server has {max_server_gpus}",
+                    j.name, j.gpus
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(text: &str) -> Result<JobList, ExecError> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        JobList::parse(text, "jobs.toml", root, Path::new("jobs.toml"))
+    }
+
+    #[test]
+    fn a_list_resolves_specs_profiles_and_work() {
+        let l = list(
+            r#"
+profiles = "profiles"
+[[job]]
+name = "a"
+workload = "workloads/image.toml"
+samples = 1000
+[[job]]
+name = "b"
+workload = "text"
+steps = 10
+arrival_s = 5
+"#,
+        )
+        .unwrap();
+        assert_eq!(l.jobs.len(), 2);
+        assert_eq!(l.jobs[0].work_iters(), 32); // ceil(1000 / 32)
+        assert_eq!(l.jobs[1].work_samples(), 320);
+        assert_eq!(l.catalog.models.len(), 2);
+        let t = l.trace();
+        assert_eq!((t[1].id, t[1].arrival_s, t[1].iters), (1, 5.0, 10));
+    }
+
+    #[test]
+    fn bad_entries_name_the_field() {
+        let cases = [
+            ("[[job]]\nname = \"a\"\nworkload = \"image\"\nsamples = 5", "profile"),
+            (
+                "profiles = \"profiles\"\n[[job]]\nname = \"a b\"\nworkload = \"image\"\nsamples = 5",
+                "job[0].name",
+            ),
+            (
+                "profiles = \"profiles\"\n[[job]]\nname = \"a\"\nworkload = \"image\"",
+                "job[0].samples",
+            ),
+            (
+                "profiles = \"profiles\"\n[[job]]\nname = \"a\"\nworkload = \"image\"\nsamples = 5\ngpus = 0",
+                "job[0].gpus",
+            ),
+            (
+                "profiles = \"profiles\"\n[[job]]\nname = \"a\"\nworkload = \"nope\"\nsamples = 5",
+                "job[0].workload",
+            ),
+            ("profiles = \"profiles\"\n[[job]]\nname = \"a\"\nworkload = \"image\"\nsamples = 5\ncolour = 1", "line"),
+        ];
+        for (text, want) in cases {
+            let e = list(text).unwrap_err();
+            assert!(e.is_input(), "{e}");
+            assert!(e.to_string().contains(want), "{want}: {e}");
+        }
+    }
+}

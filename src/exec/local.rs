@@ -1,0 +1,421 @@
+//! The local backend: one shared server. Each job runs in its own cgroup (a cpuset of specific cores,
+//! a CFS quota when fractional, a memory limit) with its GPUs in `CUDA_VISIBLE_DEVICES`; new allocations
+//! are written into the cgroup in place, pausing freezes it, and progress arrives over the progress pipe.
+//! GPUs come from NVML, or are emulated slots (`--gpus N`) on a host without GPUs.
+
+use super::{
+    Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
+};
+use crate::error::InputError;
+use crate::isolate::cgroup::{CgroupBackend, CgroupDomain};
+use crate::isolate::{Budget, Domain};
+use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource};
+use crate::measure::progress::{RegexMatcher, RegexProgress};
+use crate::units::{Bytes, Cores};
+use crate::workload::builtin::ResumeState;
+use crate::workload::env;
+use crate::workload::launch::{self, LaunchConfig, ProgressStream, Running};
+use crate::workload::spec::{CacheKind, ProgressSpec};
+use std::collections::BTreeMap;
+use std::sync::mpsc::{channel, Receiver};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How long a stopped workload gets to save its progress before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Bytes of a crashed workload's stderr that are reported.
+const STDERR_TAIL: u64 = 2000;
+
+/// What the local server offers, from the host or capped by flags.
+#[derive(Debug, Clone, Default)]
+pub struct LocalOptions {
+    /// Emulated GPU slots instead of NVML's GPUs.
+    pub emulated_gpus: Option<u32>,
+    /// Use only this many cores (the lowest-numbered this process may use).
+    pub cpus: Option<usize>,
+    /// Give jobs at most this much memory in all.
+    pub memory: Option<Bytes>,
+}
+
+struct LocalJob {
+    // Field order matters on drop: the domain kills what it holds before the workload is reaped, so no
+    // process id it signals can have been reused.
+    domain: CgroupDomain,
+    domain_name: String,
+    running: Option<Running>,
+    events: Option<Receiver<ProgressEvent>>,
+    reader: Option<JoinHandle<()>>,
+    base: ResumeState,
+    samples: u64,
+    steps: u64,
+    frozen: bool,
+    alloc: Allocation,
+    exit: Option<JobExit>,
+}
+
+/// One server, jobs in cgroups under this process's own.
+pub struct LocalBackend {
+    iso: CgroupBackend,
+    servers: Vec<ServerInfo>,
+    prefix: String,
+    jobs: BTreeMap<String, LocalJob>,
+}
+
+/// The cgroup-name prefix of the executor with process id `pid`.
+pub fn domain_prefix(pid: u32) -> String {
+    format!("synergy-run-{pid}-")
+}
+
+fn nvml_gpus() -> Result<u32, String> {
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?;
+    nvml.device_count().map_err(|e| e.to_string())
+}
+
+/// This host as one server: GPUs through NVML unless emulated, the cores this process may use, its
+/// memory; each capped by the options.
+pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
+    let gpus =
+        match opts.emulated_gpus {
+            Some(0) => return Err(InputError::new("--gpus", "must be at least 1").into()),
+            Some(n) => n,
+            None => match nvml_gpus() {
+                Ok(n) if n > 0 => n,
+                Ok(_) => return Err(InputError::new(
+                    "--gpus",
+                    "NVML reports no GPUs on this host; pass --gpus N to emulate N accelerators",
+                )
+                .into()),
+                Err(e) => {
+                    return Err(InputError::new(
+                        "--gpus",
+                        format!(
+                        "no GPUs found through NVML ({e}); pass --gpus N to emulate N accelerators"
+                    ),
+                    )
+                    .into())
+                }
+            },
+        };
+    let mut cores = crate::measure::trial::host_cores();
+    if let Some(n) = opts.cpus {
+        if n == 0 || n > cores.len() {
+            return Err(InputError::new(
+                "--cpus",
+                format!(
+                    "must be 1 to {} (the cores this process may use)",
+                    cores.len()
+                ),
+            )
+            .into());
+        }
+        cores.truncate(n);
+    }
+    let host_mem = crate::profile::plan::host_memory_bytes();
+    let memory = match opts.memory {
+        Some(m) if m.0 == 0 || m.0 > host_mem => {
+            return Err(InputError::new(
+                "--mem",
+                format!(
+                    "must be more than 0 and at most the host's {}",
+                    Bytes(host_mem)
+                ),
+            )
+            .into())
+        }
+        Some(m) => m,
+        None => Bytes(host_mem),
+    };
+    let name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into());
+    Ok(vec![ServerInfo {
+        name,
+        gpus: (0..gpus).collect(),
+        cores,
+        memory,
+    }])
+}
+
+impl LocalBackend {
+    /// Discovers this host (see [`discover`]) and checks that cgroups can be made here.
+    pub fn new(opts: &LocalOptions) -> Result<LocalBackend, ExecError> {
+        let servers = discover(opts)?;
+        let iso = CgroupBackend::detect().map_err(|e| {
+            ExecError::Other(format!(
+                "the local backend needs cgroups (cpuset, cpu, memory, freezer): {e}"
+            ))
+        })?;
+        Ok(LocalBackend {
+            iso,
+            servers,
+            prefix: domain_prefix(std::process::id()),
+            jobs: BTreeMap::new(),
+        })
+    }
+
+    fn job(&mut self, name: &str) -> Result<&mut LocalJob, ExecError> {
+        self.jobs
+            .get_mut(name)
+            .ok_or_else(|| ExecError::Other(format!("job `{name}` is not running here")))
+    }
+}
+
+fn budget_of(alloc: &Allocation) -> Budget {
+    Budget {
+        cpus: alloc.cpus,
+        cpu_list: Some(alloc.cores.clone()),
+        mem_limit: Some(alloc.memory),
+        read_limit: None,
+    }
+}
+
+fn exit_text(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => status.to_string(),
+    }
+}
+
+/// Starts the job's workload in its domain, from the progress its state file holds.
+fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
+    lj.base = ResumeState::read(job.state_file)?;
+    lj.samples = 0;
+    lj.steps = 0;
+    lj.exit = None;
+    let gpus: Vec<String> = lj.alloc.gpus.iter().map(|g| g.to_string()).collect();
+    let extra_env = vec![
+        (
+            env::STATE_FILE.to_string(),
+            job.state_file.display().to_string(),
+        ),
+        ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(",")),
+    ];
+    let extra_args = job.work.stop_args();
+    let cache_bytes = match job.spec.cache {
+        CacheKind::App => Some(Bytes(
+            lj.alloc.memory.0.saturating_sub(job.spec.footprint.0),
+        )),
+        CacheKind::PageCache => None,
+    };
+    let cfg = LaunchConfig {
+        spec: job.spec,
+        dataset: job.dataset,
+        cpus: job.loader_cpus,
+        cpu_list: &lj.alloc.cores,
+        cache_bytes,
+        synthetic: false,
+        setup: lj.domain.child_setup(),
+        extra_args: &extra_args,
+        extra_env: &extra_env,
+    };
+    let mut running = launch::launch(&cfg)?;
+    lj.domain.adopt(running.child.id() as i32);
+    let (tx, rx) = channel();
+    let source: Option<Box<dyn ProgressSource>> =
+        match (running.progress.take(), &job.spec.progress) {
+            (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
+            (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
+                let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
+                    InputError::field(&job.spec.origin, "progress.pattern", e.to_string())
+                })?;
+                Some(Box::new(RegexProgress::new(r, m)))
+            }
+            _ => None,
+        };
+    lj.reader = source.map(|s| progress::spawn(s, tx));
+    lj.events = Some(rx);
+    lj.running = Some(running);
+    Ok(())
+}
+
+impl LocalJob {
+    fn drain(&mut self) {
+        if let Some(rx) = &self.events {
+            while let Ok(ev) = rx.try_recv() {
+                if let ProgressEvent::Step { samples, .. } = ev {
+                    self.samples += samples.round() as u64;
+                    self.steps += 1;
+                }
+            }
+        }
+    }
+
+    /// Stops the current launch (thawing it first: a frozen process cannot act on SIGTERM) and collects
+    /// its last progress.
+    fn stop_launch(&mut self) {
+        if self.frozen {
+            let _ = self.domain.set_frozen(false);
+            self.frozen = false;
+        }
+        if let Some(r) = self.running.as_mut() {
+            r.stop(STOP_GRACE);
+        }
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+        self.drain();
+        self.running = None;
+    }
+}
+
+impl Backend for LocalBackend {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    fn servers(&self) -> &[ServerInfo] {
+        &self.servers
+    }
+
+    fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
+        if self.jobs.contains_key(job.name) {
+            return Err(ExecError::Other(format!(
+                "job `{}` is already started",
+                job.name
+            )));
+        }
+        let domain_name = format!("{}{}", self.prefix, job.name);
+        let domain = self.iso.create_domain(&domain_name, &budget_of(alloc))?;
+        let mut lj = LocalJob {
+            domain,
+            domain_name,
+            running: None,
+            events: None,
+            reader: None,
+            base: ResumeState::default(),
+            samples: 0,
+            steps: 0,
+            frozen: false,
+            alloc: alloc.clone(),
+            exit: None,
+        };
+        // On failure the domain is dropped, which removes it.
+        launch_into(job, &mut lj)?;
+        self.jobs.insert(job.name.to_string(), lj);
+        Ok(())
+    }
+
+    fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
+        let lj = self.job(job.name)?;
+        let same_gpus = lj.alloc.gpus == alloc.gpus;
+        lj.domain.update(&budget_of(alloc))?;
+        lj.alloc = alloc.clone();
+        if same_gpus || lj.running.is_none() || lj.exit.is_some() {
+            return Ok(Change::Live);
+        }
+        // A process cannot change its GPUs: stop it (it saves its progress) and start it again.
+        lj.stop_launch();
+        launch_into(job, lj)?;
+        Ok(Change::Restarted)
+    }
+
+    fn pause(&mut self, job: &str) -> Result<(), ExecError> {
+        let lj = self.job(job)?;
+        if !lj.frozen {
+            lj.domain.set_frozen(true)?;
+            lj.frozen = true;
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self, job: &str) -> Result<(), ExecError> {
+        let lj = self.job(job)?;
+        if lj.frozen {
+            lj.domain.set_frozen(false)?;
+            lj.frozen = false;
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, job: &str) -> Result<JobPoll, ExecError> {
+        let lj = self.job(job)?;
+        lj.drain();
+        if lj.exit.is_none() {
+            if let Some(status) = lj.running.as_mut().and_then(|r| r.poll_exit()) {
+                // The pipe closed with the process: the reader ends after its last line.
+                if let Some(h) = lj.reader.take() {
+                    let _ = h.join();
+                }
+                lj.drain();
+                let tail = lj
+                    .running
+                    .as_mut()
+                    .map(|r| r.stderr_tail(STDERR_TAIL))
+                    .unwrap_or_default();
+                lj.exit = Some(JobExit {
+                    success: status.success(),
+                    status: exit_text(&status),
+                    stderr_tail: tail,
+                });
+            }
+        }
+        Ok(JobPoll {
+            samples_done: lj.base.samples_done + lj.samples,
+            steps_done: lj.base.steps_done + lj.steps,
+            exit: lj.exit.clone(),
+        })
+    }
+
+    fn restart(&mut self, job: &JobLaunch) -> Result<(), ExecError> {
+        let lj = self.job(job.name)?;
+        lj.stop_launch();
+        launch_into(job, lj)
+    }
+
+    fn stop(&mut self, job: &str) -> Result<(), ExecError> {
+        let Some(mut lj) = self.jobs.remove(job) else {
+            return Ok(());
+        };
+        lj.stop_launch();
+        lj.domain.destroy()?;
+        Ok(())
+    }
+
+    fn handle(&self, job: &str) -> Option<JobHandle> {
+        let lj = self.jobs.get(job)?;
+        Some(JobHandle {
+            pid: lj.running.as_ref().map(|r| r.child.id() as i32),
+            domain: Some(lj.domain_name.clone()),
+            backend_id: None,
+        })
+    }
+
+    fn clean_orphans(&mut self, handles: &[JobHandle]) -> Result<usize, ExecError> {
+        let mut removed = 0;
+        for h in handles {
+            let Some(name) = &h.domain else { continue };
+            if self.jobs.values().any(|j| &j.domain_name == name) {
+                continue;
+            }
+            // Destroying the cgroup freezes, kills and thaws whatever is left in it (a workload frozen
+            // when its executor died outlives the parent-death signal until it is thawed).
+            if let Some(mut d) = self.iso.open_domain(name)? {
+                d.destroy()?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl Drop for LocalBackend {
+    fn drop(&mut self) {
+        let names: Vec<String> = self.jobs.keys().cloned().collect();
+        for n in names {
+            let _ = self.stop(&n);
+        }
+    }
+}
+
+/// Cores a job's loaders are sized for: the most the mechanism could give it on `server`.
+pub fn loader_cores(best_cpus_per_gpu: f64, gpus: u32, server: &ServerInfo) -> Cores {
+    let proportional = server.cores.len() as f64 * gpus as f64 / server.gpus.len().max(1) as f64;
+    Cores(
+        (best_cpus_per_gpu * gpus as f64)
+            .max(proportional)
+            .min(server.cores.len() as f64),
+    )
+}

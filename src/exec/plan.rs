@@ -1,0 +1,296 @@
+//! One round's plan: the policy orders the active jobs, the runnable set takes them while GPUs fit, the
+//! mechanism gives each GPUs, cores and memory (all as in the simulator), and the counts become specific
+//! GPU ids and cores: a per-core ledger keeps jobs on cores of their own unless an allocation is
+//! fractional, and jobs keep the GPUs and cores they had where they can.
+
+use super::{Allocation, ServerInfo};
+use crate::sched::{self, Grant, JobState, Mechanism, MechanismStats, Policy, Request};
+use crate::sim::cluster::{ClusterConfig, ClusterState, ServerSpec};
+use crate::sim::model::Catalog;
+use crate::units::{Bytes, Cores};
+
+/// Below this, an amount of a core is rounding noise.
+const CORE_EPS: f64 = 1e-6;
+
+/// Plans rounds for the servers of one backend.
+pub struct Planner {
+    catalog: Catalog,
+    servers: Vec<ServerInfo>,
+    cluster: ClusterConfig,
+    policy: Box<dyn Policy>,
+    mechanism: Box<dyn Mechanism>,
+}
+
+/// A round's plan.
+#[derive(Debug, Clone, Default)]
+pub struct RoundPlan {
+    /// Per job (same order as the planner's input): its allocation, or `None` when it does not run.
+    pub allocations: Vec<Option<Allocation>>,
+    /// The mechanism's per-round facts.
+    pub stats: MechanismStats,
+    /// Per job: its speed at this allocation relative to the profile's reference share (as the simulator
+    /// advances it), `None` when it does not run.
+    pub speeds: Vec<Option<f64>>,
+}
+
+/// The scheduler's view of a set of servers.
+pub fn cluster_of(servers: &[ServerInfo]) -> ClusterConfig {
+    ClusterConfig {
+        servers: servers
+            .iter()
+            .map(|s| ServerSpec {
+                gpus: s.gpus.len() as u32,
+                cpus: s.cores.len() as f64,
+                memory_gib: s.memory.gib(),
+            })
+            .collect(),
+    }
+}
+
+impl Planner {
+    /// A planner over `servers` (each with at least one GPU and one core).
+    pub fn new(
+        catalog: Catalog,
+        servers: Vec<ServerInfo>,
+        policy: Box<dyn Policy>,
+        mechanism: Box<dyn Mechanism>,
+    ) -> Planner {
+        let cluster = cluster_of(&servers);
+        Planner {
+            catalog,
+            servers,
+            cluster,
+            policy,
+            mechanism,
+        }
+    }
+
+    /// The servers planned for.
+    pub fn servers(&self) -> &[ServerInfo] {
+        &self.servers
+    }
+
+    /// The scheduler's models.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Plans the round starting at `now_s` for the active `jobs`; `previous[i]` is what job `i` held
+    /// last round (kept where possible).
+    pub fn plan(
+        &mut self,
+        jobs: &mut [JobState],
+        previous: &[Option<Allocation>],
+        now_s: f64,
+    ) -> RoundPlan {
+        let order = sched::policy_order(self.policy.as_ref(), jobs, now_s);
+        let runnable = sched::runnable_set(jobs, &order, self.cluster.total_gpus());
+        let requests: Vec<Request> = runnable
+            .iter()
+            .map(|&i| Request {
+                model: jobs[i].model,
+                gpus: jobs[i].gpus,
+            })
+            .collect();
+        let mut state = ClusterState::new(&self.cluster);
+        let mut grants = vec![Grant::default(); requests.len()];
+        let stats = self
+            .mechanism
+            .allocate(&self.catalog, &mut state, &requests, &mut grants);
+        let mut plan = RoundPlan {
+            allocations: vec![None; jobs.len()],
+            stats,
+            speeds: vec![None; jobs.len()],
+        };
+        // Per server, the jobs placed there: (job index, gpus, cores, memory GiB).
+        let mut per_server: Vec<Vec<(usize, u32, f64, f64)>> = vec![Vec::new(); self.servers.len()];
+        for (slot, &i) in runnable.iter().enumerate() {
+            let g = &grants[slot];
+            // A job spread over servers runs on the server holding most of its GPUs (local runs have
+            // one server; a spread placement needs a multi-node launcher).
+            let Some(part) = g.parts.iter().max_by_key(|p| p.gpus) else {
+                continue;
+            };
+            if g.parts.len() == 1 {
+                plan.speeds[i] =
+                    Some(sched::place::speeds(&self.catalog, &state, &requests[slot], &g.parts).0);
+                per_server[part.server as usize].push((i, part.gpus, part.cpus, part.memory_gib));
+            }
+        }
+        for (s, placed) in per_server.iter().enumerate() {
+            let server = &self.servers[s];
+            let gpus = assign_gpus(server, placed, previous);
+            let cores = assign_cores(server, placed, previous);
+            for (k, &(i, _, cpus, mem_gib)) in placed.iter().enumerate() {
+                plan.allocations[i] = Some(Allocation {
+                    server: s,
+                    gpus: gpus[k].clone(),
+                    cpus: Cores(cpus),
+                    cores: cores[k].clone(),
+                    memory: Bytes((mem_gib * (1u64 << 30) as f64).round() as u64),
+                });
+            }
+        }
+        plan
+    }
+}
+
+/// GPU ids for the jobs placed on a server: a job keeps its previous GPUs when they are all free, the
+/// others take the lowest free ids.
+fn assign_gpus(
+    server: &ServerInfo,
+    placed: &[(usize, u32, f64, f64)],
+    previous: &[Option<Allocation>],
+) -> Vec<Vec<u32>> {
+    let mut free: Vec<u32> = server.gpus.clone();
+    let mut out: Vec<Option<Vec<u32>>> = vec![None; placed.len()];
+    for (k, &(i, gpus, _, _)) in placed.iter().enumerate() {
+        if let Some(prev) = previous.get(i).and_then(|p| p.as_ref()) {
+            if prev.gpus.len() == gpus as usize && prev.gpus.iter().all(|g| free.contains(g)) {
+                free.retain(|g| !prev.gpus.contains(g));
+                out[k] = Some(prev.gpus.clone());
+            }
+        }
+    }
+    for (k, &(_, gpus, _, _)) in placed.iter().enumerate() {
+        if out[k].is_none() {
+            let take: Vec<u32> = free.iter().take(gpus as usize).copied().collect();
+            free.retain(|g| !take.contains(g));
+            out[k] = Some(take);
+        }
+    }
+    out.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// Specific cores for the jobs placed on a server. Whole cores go to one job each; a fractional part
+/// shares a core with other fractional parts (each held to its share by a CFS quota). Larger
+/// allocations choose first; each prefers the cores it had.
+fn assign_cores(
+    server: &ServerInfo,
+    placed: &[(usize, u32, f64, f64)],
+    previous: &[Option<Allocation>],
+) -> Vec<Vec<usize>> {
+    let mut free: Vec<(usize, f64)> = server.cores.iter().map(|&c| (c, 1.0)).collect();
+    let mut by_size: Vec<usize> = (0..placed.len()).collect();
+    by_size.sort_by(|&a, &b| placed[b].2.total_cmp(&placed[a].2).then(a.cmp(&b)));
+    let mut out = vec![Vec::new(); placed.len()];
+    for k in by_size {
+        let (i, _, cpus, _) = placed[k];
+        let prev: &[usize] = previous
+            .get(i)
+            .and_then(|p| p.as_ref())
+            .map_or(&[], |p| &p.cores);
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut left = cpus;
+        // Whole cores: free ones, previous first, then lowest id.
+        let whole = (cpus + CORE_EPS).floor() as usize;
+        let mut candidates: Vec<usize> = (0..free.len())
+            .filter(|&f| free[f].1 >= 1.0 - CORE_EPS)
+            .collect();
+        // Among its previous cores, those no other job had come first: a job that shared a core for
+        // its fraction keeps its whole core, and the sharers keep theirs.
+        let others = |core: usize| {
+            placed
+                .iter()
+                .filter(|p| p.0 != i)
+                .filter_map(|p| previous.get(p.0).and_then(|a| a.as_ref()))
+                .filter(|a| a.cores.contains(&core))
+                .count()
+        };
+        candidates.sort_by_key(|&f| (!prev.contains(&free[f].0), others(free[f].0), free[f].0));
+        for &f in candidates.iter().take(whole) {
+            free[f].1 = 0.0;
+            chosen.push(free[f].0);
+            left -= 1.0;
+        }
+        // The fraction: on one core that has room, previous first, then the fullest (best fit).
+        if left > CORE_EPS {
+            let mut part: Vec<usize> = (0..free.len())
+                .filter(|&f| !chosen.contains(&free[f].0) && free[f].1 + CORE_EPS >= left)
+                .collect();
+            part.sort_by(|&a, &b| {
+                (!prev.contains(&free[a].0))
+                    .cmp(&!prev.contains(&free[b].0))
+                    .then(free[a].1.total_cmp(&free[b].1))
+                    .then(free[a].0.cmp(&free[b].0))
+            });
+            if let Some(&f) = part.first() {
+                free[f].1 = (free[f].1 - left).max(0.0);
+                chosen.push(free[f].0);
+                left = 0.0;
+            }
+        }
+        // Fragmented: spread what is left over any cores with room.
+        if left > CORE_EPS {
+            for (core, room) in free.iter_mut() {
+                if left <= CORE_EPS {
+                    break;
+                }
+                if *room > CORE_EPS && !chosen.contains(core) {
+                    let take = room.min(left);
+                    *room -= take;
+                    left -= take;
+                    chosen.push(*core);
+                }
+            }
+        }
+        chosen.sort_unstable();
+        out[k] = chosen;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(cores: usize, gpus: u32) -> ServerInfo {
+        ServerInfo {
+            name: "s".into(),
+            gpus: (0..gpus).collect(),
+            cores: (0..cores).collect(),
+            memory: Bytes(8 << 30),
+        }
+    }
+
+    #[test]
+    fn whole_cores_are_not_shared_and_fractions_share_one_core() {
+        let s = server(2, 2);
+        let placed = [(0, 1, 1.5, 1.0), (1, 1, 0.25, 1.0)];
+        let cores = assign_cores(&s, &placed, &[None, None]);
+        assert_eq!(cores[0], vec![0, 1]);
+        assert_eq!(cores[1], vec![1]);
+        let placed = [(0, 1, 1.0, 1.0), (1, 1, 1.0, 1.0)];
+        let cores = assign_cores(&s, &placed, &[None, None]);
+        assert_eq!((cores[0].clone(), cores[1].clone()), (vec![0], vec![1]));
+    }
+
+    #[test]
+    fn jobs_keep_their_previous_cores_and_gpus() {
+        let s = server(4, 2);
+        let prev = |gpus: Vec<u32>, cores: Vec<usize>| {
+            Some(Allocation {
+                server: 0,
+                gpus,
+                cpus: Cores(cores.len() as f64),
+                cores,
+                memory: Bytes(1),
+            })
+        };
+        let previous = [prev(vec![1], vec![2, 3]), prev(vec![0], vec![0, 1])];
+        let placed = [(0, 1, 2.0, 1.0), (1, 1, 2.0, 1.0)];
+        assert_eq!(
+            assign_cores(&s, &placed, &previous),
+            vec![vec![2, 3], vec![0, 1]]
+        );
+        assert_eq!(assign_gpus(&s, &placed, &previous), vec![vec![1], vec![0]]);
+        // A newcomer takes what is free.
+        let placed = [(0, 1, 2.0, 1.0), (2, 1, 1.0, 1.0)];
+        let previous = [prev(vec![1], vec![2, 3]), None, None];
+        assert_eq!(assign_gpus(&s, &placed, &previous), vec![vec![1], vec![0]]);
+        assert_eq!(
+            assign_cores(&s, &placed, &previous),
+            vec![vec![2, 3], vec![0]]
+        );
+    }
+}
