@@ -10,7 +10,7 @@ use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
 use super::SimError;
 use crate::error::InputError;
 use crate::sched::place::speeds;
-use crate::sched::{Grant, JobState, Mechanism, Policy, Request, STARVATION_S};
+use crate::sched::{Grant, JobState, Mechanism, Policy, Request};
 use std::time::Instant;
 
 /// A run that has not finished its window after this much simulated time (100 years) is stopped rather
@@ -136,10 +136,8 @@ pub fn run(
     let mut window_done = 0u64;
     let mut job_rounds = 0u64;
     let mut now = 0.0f64;
-    let mut order: Vec<usize> = Vec::new();
-    let mut keyed: Vec<(bool, f64, f64, u64, usize)> = Vec::new();
     let mut runnable: Vec<Request> = Vec::new();
-    let mut runnable_idx: Vec<usize> = Vec::new();
+    let mut runnable_idx: Vec<usize>;
     let mut grants: Vec<Grant> = Vec::new();
     let mut finished: Vec<bool> = Vec::new();
     let mut solve_s_total = 0.0;
@@ -184,46 +182,13 @@ pub fn run(
             }
         }
 
-        order.clear();
-        if policy.is_arrival_order() {
-            // Active jobs are kept in arrival order already.
-            order.extend(0..active.len());
-        } else {
-            keyed.clear();
-            let guard = policy.starvation_guard();
-            for (i, j) in active.iter_mut().enumerate() {
-                // Sticky: a job that ran one round and lost its priority again would starve anew.
-                j.starved |= guard && now - j.last_run_s > STARVATION_S;
-                // Starved jobs form a tier of their own, ordered among themselves by the policy too.
-                let (starved, key) = (j.starved, policy.key(j, now));
-                keyed.push((!starved, key, j.arrival_s, j.id, i));
-            }
-            keyed.sort_unstable_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then(a.1.total_cmp(&b.1))
-                    .then(a.2.total_cmp(&b.2))
-                    .then(a.3.cmp(&b.3))
-            });
-            order.extend(keyed.iter().map(|k| k.4));
-        }
-
+        let order = crate::sched::policy_order(policy, &mut active, now);
+        runnable_idx = crate::sched::runnable_set(&active, &order, total_gpus);
         runnable.clear();
-        runnable_idx.clear();
-        let mut free = total_gpus;
-        for &i in &order {
-            if free == 0 {
-                break;
-            }
-            let g = active[i].gpus as u64;
-            if g <= free {
-                free -= g;
-                runnable.push(Request {
-                    model: active[i].model,
-                    gpus: active[i].gpus,
-                });
-                runnable_idx.push(i);
-            }
-        }
+        runnable.extend(runnable_idx.iter().map(|&i| Request {
+            model: active[i].model,
+            gpus: active[i].gpus,
+        }));
 
         rounds_run += 1;
         state.reset();
