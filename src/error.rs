@@ -37,6 +37,20 @@ impl InputError {
     }
 }
 
+impl InputError {
+    /// A TOML file that does not parse (or does not match its schema), with the line the parser points at.
+    pub fn toml(origin: impl Into<String>, text: &str, e: &toml::de::Error) -> Self {
+        let msg = e.message();
+        match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                InputError::new(origin, format!("line {line}: {msg}"))
+            }
+            None => InputError::new(origin, msg),
+        }
+    }
+}
+
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.field {
@@ -47,3 +61,17 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_errors_name_the_line() {
+        let text = "a = 1\nb = = 2\n";
+        let e = toml::from_str::<toml::Table>(text).unwrap_err();
+        let err = InputError::toml("f.toml", text, &e);
+        assert_eq!(err.origin, "f.toml");
+        assert!(err.message.starts_with("line 2: "), "{}", err.message);
+    }
+}

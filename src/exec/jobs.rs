@@ -109,16 +109,8 @@ impl JobList {
     }
 
     fn parse(text: &str, origin: &str, base: &Path, path: &Path) -> Result<JobList, ExecError> {
-        let file: ListFile = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            match e.span() {
-                Some(span) => {
-                    let line = text[..span.start].matches('\n').count() + 1;
-                    InputError::new(origin, format!("line {line}: {msg}"))
-                }
-                None => InputError::new(origin, msg),
-            }
-        })?;
+        let file: ListFile =
+            toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         if file.job.is_empty() {
             return Err(InputError::new(origin, "has no [[job]] tables").into());
         }

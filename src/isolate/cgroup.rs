@@ -421,29 +421,8 @@ impl CgroupBackend {
                 "a cgroup named `{name}` already exists; pick a unique name (or run cleanup_stale)"
             )));
         }
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        if v2 {
-            dirs.push(Path::new(V2_ROOT).join(cg.path()));
-        } else {
-            for s in cg.subsystems() {
-                let p = s.to_controller().path().to_path_buf();
-                if !dirs.contains(&p) {
-                    dirs.push(p);
-                }
-            }
-        }
         // From here on, dropping the domain removes whatever was created, whatever fails next.
-        let mut domain = CgroupDomain {
-            kind: self.kind,
-            cg,
-            dirs,
-            cores: Vec::new(),
-            pin_with_affinity: v2 && !enabled.iter().any(|c| c == "cpuset"),
-            procs: Vec::new(),
-            read_dev: None,
-            mem_limited: false,
-            destroyed: false,
-        };
+        let mut domain = self.domain_of(cg, &enabled);
         domain
             .cg
             .create()
@@ -466,6 +445,33 @@ impl CgroupBackend {
 }
 
 impl CgroupBackend {
+    /// The domain value for `cg`, with the directories it has (or will have) in each hierarchy.
+    fn domain_of(&self, cg: Cgroup, v2_enabled: &[String]) -> CgroupDomain {
+        let v2 = self.kind == IsolationKind::CgroupV2;
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        if v2 {
+            dirs.push(Path::new(V2_ROOT).join(cg.path()));
+        } else {
+            for s in cg.subsystems() {
+                let p = s.to_controller().path().to_path_buf();
+                if !dirs.contains(&p) {
+                    dirs.push(p);
+                }
+            }
+        }
+        CgroupDomain {
+            kind: self.kind,
+            cg,
+            dirs,
+            cores: Vec::new(),
+            pin_with_affinity: v2 && !v2_enabled.iter().any(|c| c == "cpuset"),
+            procs: Vec::new(),
+            read_dev: None,
+            mem_limited: false,
+            destroyed: false,
+        }
+    }
+
     /// Opens a domain this backend made earlier, possibly by another process (a supervisor that was
     /// killed), so it can be paused, resized or destroyed; `None` when no cgroup has that name.
     pub fn open_domain(&self, name: &str) -> Result<Option<CgroupDomain>, IsolateError> {
@@ -474,34 +480,13 @@ impl CgroupBackend {
                 "`{name}` is not a valid cgroup name"
             )));
         }
-        let v2 = self.kind == IsolationKind::CgroupV2;
-        let enabled = self.v2_enabled();
         let cg = self.handle(name);
         if !cg.exists() {
             return Ok(None);
         }
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        if v2 {
-            dirs.push(Path::new(V2_ROOT).join(cg.path()));
-        } else {
-            for s in cg.subsystems() {
-                let p = s.to_controller().path().to_path_buf();
-                if p.exists() && !dirs.contains(&p) {
-                    dirs.push(p);
-                }
-            }
-        }
-        let mut domain = CgroupDomain {
-            kind: self.kind,
-            cg,
-            dirs,
-            cores: Vec::new(),
-            pin_with_affinity: v2 && !enabled.iter().any(|c| c == "cpuset"),
-            procs: Vec::new(),
-            read_dev: None,
-            mem_limited: false,
-            destroyed: false,
-        };
+        let mut domain = self.domain_of(cg, &self.v2_enabled());
+        // A hierarchy the other process never populated has nothing to remove.
+        domain.dirs.retain(|d| d.exists());
         domain.cores = domain
             .dir_of::<CpuSetController>()
             .and_then(|d| fs::read_to_string(d.join("cpuset.cpus")).ok())

@@ -81,16 +81,8 @@ impl ClusterConfig {
     /// Parses a cluster file:
     /// `[[servers]]` tables with `count` (default 1), `gpus`, `cpus`, and `memory_gb` or `memory_gib`.
     pub fn parse(text: &str, origin: &str) -> Result<ClusterConfig, InputError> {
-        let file: ClusterFile = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            match e.span() {
-                Some(span) => {
-                    let line = text[..span.start].matches('\n').count() + 1;
-                    InputError::new(origin, format!("line {line}: {msg}"))
-                }
-                None => InputError::new(origin, msg),
-            }
-        })?;
+        let file: ClusterFile =
+            toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         let mut servers = Vec::new();
         for (i, g) in file.servers.iter().enumerate() {
             let field = |f: &str| format!("servers[{i}].{f}");

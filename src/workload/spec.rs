@@ -236,15 +236,8 @@ pub fn data_dir() -> PathBuf {
 impl WorkloadSpec {
     /// Parses and validates spec text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Self, InputError> {
-        let mut spec: WorkloadSpec = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            let mut err = InputError::new(origin, msg.clone());
-            if let Some(span) = e.span() {
-                let line = text[..span.start].matches('\n').count() + 1;
-                err.message = format!("line {line}: {msg}");
-            }
-            err
-        })?;
+        let mut spec: WorkloadSpec =
+            toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         spec.origin = origin.to_string();
         spec.base_dir = base_dir.to_path_buf();
         spec.validate()?;
