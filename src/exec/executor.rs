@@ -664,8 +664,9 @@ fn round<'a>(
                         Change::Live => "resized live",
                         Change::Restarted => {
                             rec.restarts += 1;
-                            "restarted on new GPUs"
+                            "restarted from its saved progress"
                         }
+                        Change::Same => "runs",
                     };
                 }
                 if rec.status == JobStatus::Paused {
