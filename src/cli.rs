@@ -676,7 +676,11 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         }
         RunBackend::Local if !args.nodes.is_empty() || args.partition.is_some() => {
             return Err(crate::error::InputError::new(
-                if args.nodes.is_empty() { "--partition" } else { "--node" },
+                if args.nodes.is_empty() {
+                    "--partition"
+                } else {
+                    "--node"
+                },
                 "only the Slurm backend (--backend slurm) places jobs on nodes and partitions",
             )
             .into())
@@ -715,10 +719,7 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
     let cancel = Cancel::on_signals()?;
     let mut backend: Box<dyn crate::exec::Backend> = match args.backend {
         RunBackend::Local => Box::new(local::LocalBackend::new(&opts)?),
-        RunBackend::Slurm => Box::new(slurm_backend::SlurmBackend::new(
-            Slurm::new(),
-            &slurm_opts,
-        )?),
+        RunBackend::Slurm => Box::new(slurm_backend::SlurmBackend::new(Slurm::new(), &slurm_opts)?),
     };
     let mut log = |line: &str| eprintln!("{line}");
     let report = executor::run(&list, backend.as_mut(), &cfg, &cancel, &mut log)?;

@@ -262,9 +262,9 @@ fn a_small_queue_completes_on_slurm_with_the_planned_cores_memory_and_gpus() {
     let image = s.spec("img", "image", 900);
     let text = s.spec("txt", "text", 1600);
     let jobs = s.jobs(&[
-        ("image-a", &image, "image", 2400, 0.0),
-        ("text-b", &text, "text", 3200, 0.0),
-        ("image-c", &image, "image", 1600, 1.0),
+        ("image-a", &image, "image", 5000, 0.0),
+        ("text-b", &text, "text", 8000, 0.0),
+        ("image-c", &image, "image", 2400, 1.0),
     ]);
     // The plan alone: whole cores within the node's, nothing submitted.
     let out = synergy()
@@ -287,11 +287,18 @@ fn a_small_queue_completes_on_slurm_with_the_planned_cores_memory_and_gpus() {
         assert!(cpus.iter().sum::<f64>() <= node_cpus, "{r}");
     }
 
-    let mut child = s.start(&jobs, &["--round", "3", "--mechanism", "tune"]);
+    // Least attained service first: the late job takes a turn, so one of the others is paused (stopped,
+    // as a suspended Slurm job would keep its GPU) and later submitted again.
+    let mut child = s.start(
+        &jobs,
+        &["--round", "3", "--mechanism", "tune", "--policy", "las"],
+    );
     let pid = child.id();
     let seen = watch(&s, &mut child);
     let (report, stderr, code) = finish(child);
     assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("paused"), "{stderr}");
+    assert!(stderr.contains("resumed"), "{stderr}");
     for name in ["image-a", "text-b", "image-c"] {
         assert_eq!(job(&report, name)["status"], "done", "{report}\n{stderr}");
         assert!(
@@ -324,7 +331,11 @@ fn a_changed_allocation_resubmits_the_job_and_it_resumes_from_its_progress() {
     let seen = {
         // Sample the first job's saved progress alongside the Slurm sightings.
         let seen = watch(&s, &mut child);
-        samples.extend(seen.iter().filter(|x| x.job == "first").map(|x| x.saved_samples));
+        samples.extend(
+            seen.iter()
+                .filter(|x| x.job == "first")
+                .map(|x| x.saved_samples),
+        );
         seen
     };
     let (report, stderr, code) = finish(child);
@@ -335,8 +346,16 @@ fn a_changed_allocation_resubmits_the_job_and_it_resumes_from_its_progress() {
         assert_eq!(x.slurm, x.planned, "Slurm holds what was planned: {x:?}");
     }
     let first: Vec<&Seen> = seen.iter().filter(|x| x.job == "first").collect();
-    let ids: Vec<&str> = first.iter().map(|x| x.id.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
-    assert!(ids.len() >= 2, "first was never resubmitted: {first:?}\n{stderr}");
+    let ids: Vec<&str> = first
+        .iter()
+        .map(|x| x.id.as_str())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert!(
+        ids.len() >= 2,
+        "first was never resubmitted: {first:?}\n{stderr}"
+    );
     let two = first.iter().position(|x| x.slurm.0 == 2);
     let one = first.iter().rposition(|x| x.slurm.0 == 1);
     let (Some(two), Some(one)) = (two, one) else {
@@ -360,7 +379,10 @@ fn a_changed_allocation_resubmits_the_job_and_it_resumes_from_its_progress() {
         at_resubmission > 0,
         "the resubmitted job started from zero: {first:?}"
     );
-    assert!(stderr.contains("restarted from its saved progress"), "{stderr}");
+    assert!(
+        stderr.contains("restarted from its saved progress"),
+        "{stderr}"
+    );
     assert!(job(&report, "first")["restarts"].as_u64().unwrap() >= 1);
     // Its log holds one summary line per submission, and the last one ends at the job's work.
     let err = std::fs::read_to_string(s.path().join("jobs.state.json.jobs/first.err")).unwrap();
@@ -368,4 +390,59 @@ fn a_changed_allocation_resubmits_the_job_and_it_resumes_from_its_progress() {
     assert!(runs >= 2, "one summary per submission: {err}");
     assert!(s.saved_samples("first").unwrap() >= 8000);
     s.assert_clean(pid);
+}
+
+#[test]
+fn a_resumed_run_cancels_the_jobs_its_killed_executor_left_and_continues() {
+    cluster();
+    let _g = serial();
+    let s = Setup::new();
+    let image = s.spec("img", "image", 900);
+    let jobs = s.jobs(&[
+        ("a", &image, "image", 6000, 0.0),
+        ("b", &image, "image", 6000, 0.0),
+    ]);
+    let args = ["--round", "2", "--mechanism", "tune"];
+    let mut child = s.start(&jobs, &args);
+    let pid = child.id();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60)
+        && !(s.saved_samples("a").unwrap_or(0) > 0 && s.saved_samples("b").unwrap_or(0) > 0)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL: nothing is cancelled
+    child.wait().unwrap();
+    let prefix = format!("synergy-run-{pid}-");
+    let orphans: Vec<_> = Slurm::new()
+        .jobs_named(&prefix)
+        .unwrap()
+        .into_iter()
+        .filter(|j| !j.state.is_finished())
+        .collect();
+    assert_eq!(
+        orphans.len(),
+        2,
+        "the killed executor's jobs run on: {orphans:?}"
+    );
+    let before = (s.saved_samples("a").unwrap(), s.saved_samples("b").unwrap());
+
+    let resumed = s.start(&jobs, &[&args[..], &["--resume"]].concat());
+    let pid2 = resumed.id();
+    let (report, stderr, code) = finish(resumed);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("removed 2 job(s) left by executor {pid}")),
+        "{stderr}"
+    );
+    for (name, done) in [("a", before.0), ("b", before.1)] {
+        assert_eq!(job(&report, name)["status"], "done", "{stderr}");
+        assert!(
+            stderr.contains(&format!("{name:<16}")) && stderr.contains("started from"),
+            "{stderr}"
+        );
+        assert!(s.saved_samples(name).unwrap() >= done.max(6000));
+    }
+    s.assert_clean(pid);
+    s.assert_clean(pid2);
 }

@@ -794,7 +794,7 @@ fn resume_state(
         crate::isolate::cgroup::cleanup_stale(&super::local::domain_prefix(st.executor_pid));
     if removed + stale > 0 {
         log(&format!(
-            "resume: removed {} cgroup(s) left by executor {}",
+            "resume: removed {} job(s) left by executor {}",
             removed.max(stale),
             st.executor_pid
         ));

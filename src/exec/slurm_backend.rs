@@ -97,7 +97,11 @@ pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, E
     }
     if opts.cpus == Some(0) || opts.memory.is_some_and(|m| m.0 < 1 << 20) {
         return Err(InputError::new(
-            if opts.cpus == Some(0) { "--cpus" } else { "--mem" },
+            if opts.cpus == Some(0) {
+                "--cpus"
+            } else {
+                "--mem"
+            },
             "must be at least 1 (core) or 1 MiB",
         )
         .into());
@@ -107,7 +111,9 @@ pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, E
         .filter(|n| opts.nodes.is_empty() || opts.nodes.contains(&n.name))
         .filter(|n| n.accepts_jobs() && n.gpus > 0 && n.cpus > 0)
         .map(|n| {
-            let cores = opts.cpus.map_or(n.cpus as usize, |c| c.min(n.cpus as usize));
+            let cores = opts
+                .cpus
+                .map_or(n.cpus as usize, |c| c.min(n.cpus as usize));
             let memory = opts.memory.map_or(n.memory, |m| Bytes(m.0.min(n.memory.0)));
             ServerInfo {
                 name: n.name.clone(),
@@ -190,7 +196,8 @@ impl SlurmBackend {
             workdir,
             stdout: job.state_file.with_extension("out"),
             stderr: job.state_file.with_extension("err"),
-            append_output: true,
+            // A resubmitted job keeps its log; one starting from nothing starts a new one.
+            append_output: job.state_file.exists(),
             node: Some(self.servers[alloc.server].name.clone()),
             cpus: res.cpus,
             memory: Bytes(res.memory_mib << 20),
@@ -275,8 +282,8 @@ impl Backend for SlurmBackend {
         let request = self.request(job, alloc)?;
         let slurm = self.slurm.clone();
         let sj = self.job(job.name)?;
-        let same = Resources::of(&sj.alloc) == Resources::of(alloc)
-            && sj.request.node == request.node;
+        let same =
+            Resources::of(&sj.alloc) == Resources::of(alloc) && sj.request.node == request.node;
         sj.alloc = alloc.clone();
         sj.request = request;
         if same || sj.id.is_none() || sj.exit.is_some() {
