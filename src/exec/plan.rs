@@ -1,7 +1,8 @@
 //! One round's plan: the policy orders the active jobs, the runnable set takes them while GPUs fit, the
 //! mechanism gives each GPUs, cores and memory (all as in the simulator), and the counts become specific
 //! GPU ids and cores: a per-core ledger keeps jobs on cores of their own unless an allocation is
-//! fractional, and jobs keep the GPUs and cores they had where they can.
+//! fractional, and jobs keep the GPUs and cores they had where they can. On whole-core servers (Slurm
+//! nodes) the shares are first rounded to whole cores and whole MiB.
 
 use super::{Allocation, ServerInfo};
 use crate::sched::{self, Grant, JobState, Mechanism, MechanismStats, Policy, Request};
