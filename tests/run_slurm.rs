@@ -446,3 +446,14 @@ fn a_resumed_run_cancels_the_jobs_its_killed_executor_left_and_continues() {
     s.assert_clean(pid);
     s.assert_clean(pid2);
 }
+
+#[test]
+fn flags_of_the_other_backend_are_input_errors() {
+    let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobs-mixed.toml");
+    let jobs = jobs.to_str().unwrap();
+    common::assert_input_error(
+        &["run", jobs, "--backend", "slurm", "--gpus", "2"],
+        &["--gpus", "GRES"],
+    );
+    common::assert_input_error(&["run", jobs, "--node", "vm"], &["--node", "Slurm"]);
+}
