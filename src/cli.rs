@@ -244,7 +244,8 @@ const RUN_EXAMPLES: &str = "Examples:
   synergy run examples/jobs-mixed.toml --gpus 2 --policy fifo --mechanism tune --round 15
   synergy run examples/jobs-mixed.toml --gpus 2 --mechanism proportional --dry-run
   synergy run examples/jobs-mixed.toml --gpus 2 --resume          # after the executor was killed
-  synergy run examples/jobs-mixed.toml --gpus 2 --json > run.json";
+  synergy run examples/jobs-mixed.toml --gpus 2 --json > run.json
+  synergy run examples/jobs-mixed.toml --backend slurm --round 15  # on a Slurm cluster";
 
 #[derive(Debug, clap::Args)]
 struct RunCmdArgs {
@@ -262,15 +263,21 @@ struct RunCmdArgs {
     /// Round length, seconds.
     #[arg(long = "round", default_value_t = 15.0)]
     round_s: f64,
-    /// Emulate this many GPUs (slots) instead of using NVML's.
+    /// Emulate this many GPUs (slots) instead of using NVML's (local backend).
     #[arg(long)]
     gpus: Option<u32>,
-    /// Use only this many cores.
+    /// Use only this many cores (of each node, on Slurm).
     #[arg(long)]
     cpus: Option<usize>,
-    /// Give jobs at most this much memory in all (e.g. 8GiB).
+    /// Give jobs at most this much memory in all (of each node, on Slurm; e.g. 8GiB).
     #[arg(long)]
     mem: Option<Bytes>,
+    /// Slurm backend: use only this node (repeatable; default: every node with GPUs that takes jobs).
+    #[arg(long = "node")]
+    nodes: Vec<String>,
+    /// Slurm backend: submit to this partition (default: the cluster's).
+    #[arg(long)]
+    partition: Option<String>,
     /// Print each round's plan (from the simulator's progress model) without launching anything.
     #[arg(long)]
     dry_run: bool,
@@ -292,7 +299,7 @@ struct RunCmdArgs {
 enum RunBackend {
     /// This server: cgroups per job, GPUs by CUDA_VISIBLE_DEVICES.
     Local,
-    /// A Slurm cluster.
+    /// A Slurm cluster: each allocation a batch job (--cpus-per-task, --mem, --gres=gpu:N).
     Slurm,
 }
 
@@ -644,22 +651,48 @@ fn simulate_job_list(
 }
 
 fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
-    use crate::exec::{executor, jobs::JobList, local};
+    use crate::exec::slurm::Slurm;
+    use crate::exec::{executor, jobs::JobList, local, slurm_backend};
     check_positive("--round", args.round_s)?;
     let list = JobList::read(&args.jobs)?;
-    if args.backend == RunBackend::Slurm {
-        anyhow::bail!(
-            "--backend slurm is not wired to the executor yet in this build; use --backend local"
-        );
-    }
+    let slurm_opts = slurm_backend::SlurmOptions {
+        nodes: args.nodes.clone(),
+        partition: args.partition.clone(),
+        cpus: args.cpus,
+        memory: args.mem,
+    };
     let opts = local::LocalOptions {
         emulated_gpus: args.gpus,
         cpus: args.cpus,
         memory: args.mem,
     };
+    match args.backend {
+        RunBackend::Slurm if args.gpus.is_some() => {
+            return Err(crate::error::InputError::new(
+                "--gpus",
+                "the Slurm backend takes its GPUs from the nodes' GRES; leave --gpus out",
+            )
+            .into())
+        }
+        RunBackend::Local if !args.nodes.is_empty() || args.partition.is_some() => {
+            return Err(crate::error::InputError::new(
+                if args.nodes.is_empty() {
+                    "--partition"
+                } else {
+                    "--node"
+                },
+                "only the Slurm backend (--backend slurm) places jobs on nodes and partitions",
+            )
+            .into())
+        }
+        _ => {}
+    }
     if args.dry_run {
-        // A plan needs the server's shape only: no cgroups are made.
-        let servers = local::discover(&opts)?;
+        // A plan needs the servers' shape only: no cgroups are made, nothing is submitted.
+        let servers = match args.backend {
+            RunBackend::Local => local::discover(&opts)?,
+            RunBackend::Slurm => slurm_backend::discover(&Slurm::new(), &slurm_opts)?,
+        };
         let rounds =
             executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?;
         if args.json {
@@ -684,9 +717,12 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         resume: args.resume,
     };
     let cancel = Cancel::on_signals()?;
-    let mut backend = local::LocalBackend::new(&opts)?;
+    let mut backend: Box<dyn crate::exec::Backend> = match args.backend {
+        RunBackend::Local => Box::new(local::LocalBackend::new(&opts)?),
+        RunBackend::Slurm => Box::new(slurm_backend::SlurmBackend::new(Slurm::new(), &slurm_opts)?),
+    };
     let mut log = |line: &str| eprintln!("{line}");
-    let report = executor::run(&list, &mut backend, &cfg, &cancel, &mut log)?;
+    let report = executor::run(&list, backend.as_mut(), &cfg, &cancel, &mut log)?;
     drop(backend);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -664,8 +664,9 @@ fn round<'a>(
                         Change::Live => "resized live",
                         Change::Restarted => {
                             rec.restarts += 1;
-                            "restarted on new GPUs"
+                            "restarted from its saved progress"
                         }
+                        Change::Same => "runs",
                     };
                 }
                 if rec.status == JobStatus::Paused {
@@ -793,7 +794,7 @@ fn resume_state(
         crate::isolate::cgroup::cleanup_stale(&super::local::domain_prefix(st.executor_pid));
     if removed + stale > 0 {
         log(&format!(
-            "resume: removed {} cgroup(s) left by executor {}",
+            "resume: removed {} job(s) left by executor {}",
             removed.max(stale),
             st.executor_pid
         ));

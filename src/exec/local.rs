@@ -24,7 +24,7 @@ use std::time::Duration;
 /// How long a stopped workload gets to save its progress before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Bytes of a crashed workload's stderr that are reported.
-const STDERR_TAIL: u64 = 2000;
+pub(super) const STDERR_TAIL: u64 = 2000;
 
 /// What the local server offers, from the host or capped by flags.
 #[derive(Debug, Clone, Default)]
@@ -134,6 +134,7 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
         gpus: (0..gpus).collect(),
         cores,
         memory,
+        whole_cores: false,
     }])
 }
 
@@ -179,6 +180,14 @@ fn exit_text(status: &std::process::ExitStatus) -> String {
     }
 }
 
+/// The application cache a workload with one gets under `alloc`: its memory less its footprint.
+pub(super) fn app_cache_bytes(job: &JobLaunch, alloc: &Allocation) -> Option<Bytes> {
+    match job.spec.cache {
+        CacheKind::App => Some(Bytes(alloc.memory.0.saturating_sub(job.spec.footprint.0))),
+        CacheKind::PageCache => None,
+    }
+}
+
 /// Starts the job's workload in its domain, from the progress its state file holds.
 fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
     lj.base = ResumeState::read(job.state_file)?;
@@ -194,12 +203,7 @@ fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
         ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(",")),
     ];
     let extra_args = job.work.stop_args();
-    let cache_bytes = match job.spec.cache {
-        CacheKind::App => Some(Bytes(
-            lj.alloc.memory.0.saturating_sub(job.spec.footprint.0),
-        )),
-        CacheKind::PageCache => None,
-    };
+    let cache_bytes = app_cache_bytes(job, &lj.alloc);
     let cfg = LaunchConfig {
         spec: job.spec,
         dataset: job.dataset,

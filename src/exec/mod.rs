@@ -3,14 +3,15 @@
 //! jobs' real progress ([`plan`]), turns them into specific cores and GPUs, and has a [`Backend`] apply
 //! them: start, resize live, pause, resume or stop jobs. [`jobs`] is the job-list format, [`local`] the
 //! one-server backend (cgroups and the freezer), [`state`] the file that lets a killed executor resume,
-//! [`executor`] the round loop and its report (real against predicted JCT), and [`slurm`] a client of a
-//! Slurm cluster for the Slurm backend.
+//! [`executor`] the round loop and its report (real against predicted JCT), [`slurm`] a client of a
+//! Slurm cluster, and [`slurm_backend`] the backend that runs each allocation as a Slurm job.
 
 pub mod executor;
 pub mod jobs;
 pub mod local;
 pub mod plan;
 pub mod slurm;
+pub mod slurm_backend;
 pub mod state;
 
 use crate::error::InputError;
@@ -44,6 +45,9 @@ pub enum ExecError {
         #[source]
         source: std::io::Error,
     },
+    /// The Slurm cluster refused or failed a request.
+    #[error(transparent)]
+    Slurm(#[from] slurm::SlurmError),
     /// Anything else, described.
     #[error("{0}")]
     Other(String),
@@ -73,6 +77,9 @@ pub struct ServerInfo {
     pub cores: Vec<usize>,
     /// Memory jobs may use.
     pub memory: Bytes,
+    /// Jobs get whole cores and whole MiB only (a Slurm node): the planner rounds the mechanism's shares.
+    #[serde(default)]
+    pub whole_cores: bool,
 }
 
 /// What one job holds this round on one server.
@@ -157,6 +164,9 @@ pub enum Change {
     Live,
     /// The job was stopped and started again with the new allocation, from its saved progress.
     Restarted,
+    /// Nothing the backend controls changed (Slurm picks core and GPU ids itself), or the job is paused
+    /// and takes the allocation when it resumes.
+    Same,
 }
 
 /// What the state file records of a live job so that a later executor can clean it up.

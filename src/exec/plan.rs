@@ -1,7 +1,8 @@
 //! One round's plan: the policy orders the active jobs, the runnable set takes them while GPUs fit, the
 //! mechanism gives each GPUs, cores and memory (all as in the simulator), and the counts become specific
 //! GPU ids and cores: a per-core ledger keeps jobs on cores of their own unless an allocation is
-//! fractional, and jobs keep the GPUs and cores they had where they can.
+//! fractional, and jobs keep the GPUs and cores they had where they can. On whole-core servers (Slurm
+//! nodes) the shares are first rounded to whole cores and whole MiB.
 
 use super::{Allocation, ServerInfo};
 use crate::sched::{self, Grant, JobState, Mechanism, MechanismStats, Policy, Request};
@@ -104,6 +105,7 @@ impl Planner {
         };
         // Per server, the jobs placed there: (job index, gpus, cores, memory GiB).
         let mut per_server: Vec<Vec<(usize, u32, f64, f64)>> = vec![Vec::new(); self.servers.len()];
+        let mut slot_of = vec![None; jobs.len()];
         for (slot, &i) in runnable.iter().enumerate() {
             let g = &grants[slot];
             // A job spread over servers runs on the server holding most of its GPUs (local runs have
@@ -112,9 +114,22 @@ impl Planner {
                 continue;
             };
             if g.parts.len() == 1 {
-                plan.speeds[i] =
-                    Some(sched::place::speeds(&self.catalog, &state, &requests[slot], &g.parts).0);
+                slot_of[i] = Some(slot);
                 per_server[part.server as usize].push((i, part.gpus, part.cpus, part.memory_gib));
+            }
+        }
+        for (s, placed) in per_server.iter_mut().enumerate() {
+            if self.servers[s].whole_cores {
+                round_to_whole_units(placed, self.servers[s].cores.len());
+            }
+            // Speeds at what the jobs really get (the rounded shares on a whole-core server).
+            for &(i, _, cpus, memory_gib) in placed.iter() {
+                let slot = slot_of[i].expect("a placed job has a grant");
+                let mut part = grants[slot].parts[0];
+                part.cpus = cpus;
+                part.memory_gib = memory_gib;
+                plan.speeds[i] =
+                    Some(sched::place::speeds(&self.catalog, &state, &requests[slot], &[part]).0);
             }
         }
         for (s, placed) in per_server.iter().enumerate() {
@@ -133,6 +148,45 @@ impl Planner {
         }
         plan
     }
+}
+
+/// Rounds the shares of the jobs placed on a whole-core server (a Slurm node, which allocates whole
+/// CPUs and `--mem` in MiB): each job gets the whole cores of its share and at least one; the cores left
+/// go to the largest fractional remainders (a share is never rounded above its ceiling), so the total
+/// stays within the server's `cores`. Memory is cut to whole MiB, so the sum stays within the server's.
+/// When there are more jobs than cores, the smallest shares get none and do not run this round.
+fn round_to_whole_units(placed: &mut Vec<(usize, u32, f64, f64)>, cores: usize) {
+    let n = placed.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| placed[b].2.total_cmp(&placed[a].2).then(a.cmp(&b)));
+    let mut given = vec![0usize; n];
+    let mut left = cores;
+    for &k in &order {
+        if left == 0 {
+            break;
+        }
+        let whole = ((placed[k].2 + CORE_EPS).floor() as usize).clamp(1, left);
+        given[k] = whole;
+        left -= whole;
+    }
+    let remainder = |k: usize| placed[k].2 - given[k] as f64;
+    let mut short: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&k| given[k] > 0 && remainder(k) > CORE_EPS)
+        .collect();
+    short.sort_by(|&a, &b| remainder(b).total_cmp(&remainder(a)).then(a.cmp(&b)));
+    for k in short.into_iter().take(left) {
+        given[k] += 1;
+    }
+    let mut k = 0;
+    placed.retain_mut(|p| {
+        let keep = given[k] > 0;
+        p.2 = given[k] as f64;
+        p.3 = (p.3 * 1024.0 + CORE_EPS).floor() / 1024.0;
+        k += 1;
+        keep
+    });
 }
 
 /// GPU ids for the jobs placed on a server: a job keeps its previous GPUs when they are all free, the
@@ -250,7 +304,30 @@ mod tests {
             gpus: (0..gpus).collect(),
             cores: (0..cores).collect(),
             memory: Bytes(8 << 30),
+            whole_cores: false,
         }
+    }
+
+    #[test]
+    fn whole_core_servers_get_whole_cores_within_the_total_and_whole_mib() {
+        // Tune's shares on two cores: an image job's 1.5 and a text job's 0.25.
+        let mut placed = vec![(0, 1, 1.5, 10.0 + 0.3 / 1024.0), (1, 1, 0.25, 1.0)];
+        round_to_whole_units(&mut placed, 2);
+        assert_eq!(placed, vec![(0, 1, 1.0, 10.0), (1, 1, 1.0, 1.0)]);
+        // A lone job rounds up where cores are free; never above its share's ceiling.
+        let mut placed = vec![(0, 1, 1.5, 2.0)];
+        round_to_whole_units(&mut placed, 4);
+        assert_eq!(placed[0].2, 2.0);
+        // The largest remainder gets the last core.
+        let mut placed = vec![(0, 1, 1.2, 1.0), (1, 1, 1.7, 1.0), (2, 1, 1.1, 1.0)];
+        round_to_whole_units(&mut placed, 4);
+        let cpus: Vec<f64> = placed.iter().map(|p| p.2).collect();
+        assert_eq!(cpus, vec![1.0, 2.0, 1.0]);
+        // More jobs than cores: the smallest share waits.
+        let mut placed = vec![(0, 1, 0.5, 1.0), (1, 1, 0.9, 1.0), (2, 1, 0.6, 1.0)];
+        round_to_whole_units(&mut placed, 2);
+        let jobs: Vec<usize> = placed.iter().map(|p| p.0).collect();
+        assert_eq!(jobs, vec![1, 2]);
     }
 
     #[test]

@@ -70,17 +70,10 @@ impl Running {
 
     /// The last `max_bytes` the workload wrote to stderr (empty when stderr feeds a progress reader).
     pub fn stderr_tail(&mut self, max_bytes: u64) -> String {
-        let Some(f) = self.stderr_file.as_mut() else {
-            return String::new();
-        };
-        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut buf = Vec::new();
-        if f.seek(SeekFrom::Start(len.saturating_sub(max_bytes)))
-            .is_ok()
-        {
-            let _ = f.read_to_end(&mut buf);
+        match self.stderr_file.as_mut() {
+            Some(f) => file_tail(f, max_bytes),
+            None => String::new(),
         }
-        String::from_utf8_lossy(&buf).trim().to_string()
     }
 
     /// The workload's exit status once it has exited; then also kills what is left of its process group.
@@ -132,6 +125,18 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.stop(Duration::from_millis(200));
     }
+}
+
+/// The last `max_bytes` of a log file, trimmed (empty when it cannot be read).
+pub fn file_tail(f: &mut File, max_bytes: u64) -> String {
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(len.saturating_sub(max_bytes)))
+        .is_ok()
+    {
+        let _ = f.read_to_end(&mut buf);
+    }
+    String::from_utf8_lossy(&buf).trim().to_string()
 }
 
 fn kill_group(pid: u32, signal: i32) {

@@ -1,0 +1,437 @@
+//! The Slurm backend: every allocation the executor plans becomes one Slurm batch job on the planned node
+//! (`--nodelist`, `--cpus-per-task`, `--mem`, `--gres=gpu:N`). Slurm cannot resize a running job, so a
+//! changed allocation stops the job (SIGTERM: the workload saves its progress to `SYNERGY_STATE_FILE`)
+//! and submits it again with the new resources; it continues from that progress. Pausing stops it the
+//! same way and resuming submits it again, because a suspended Slurm job keeps its GPUs and memory.
+//! Progress is read from the workload's state file (the progress pipe does not cross `sbatch`).
+
+use super::local::{app_cache_bytes, domain_prefix, STDERR_TAIL};
+use super::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
+use super::{
+    Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
+};
+use crate::error::InputError;
+use crate::isolate::ChildSetup;
+use crate::units::{Bytes, Cores};
+use crate::workload::builtin::ResumeState;
+use crate::workload::env;
+use crate::workload::launch::{self, LaunchConfig};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How long a cancelled job may take to end: Slurm's `KillWait` (SIGKILL after SIGTERM) is 10 s by
+/// default, and slurmd then removes its cgroups.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often one job's state is asked of slurmctld; the executor polls far more often.
+const QUERY_EVERY: Duration = Duration::from_millis(500);
+
+/// Which part of a Slurm cluster to use.
+#[derive(Debug, Clone, Default)]
+pub struct SlurmOptions {
+    /// Only these nodes (all that accept jobs and have GPUs when empty).
+    pub nodes: Vec<String>,
+    /// Submit to this partition (the cluster's default when `None`).
+    pub partition: Option<String>,
+    /// Use at most this many cores of each node.
+    pub cpus: Option<usize>,
+    /// Use at most this much memory of each node.
+    pub memory: Option<Bytes>,
+}
+
+/// What Slurm is asked for: the part of an allocation it can see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Resources {
+    cpus: u32,
+    memory_mib: u64,
+    gpus: u32,
+}
+
+impl Resources {
+    fn of(alloc: &Allocation) -> Resources {
+        Resources {
+            // Whole cores: the planner already rounds on Slurm nodes; this only guards the request.
+            cpus: (alloc.cpus.0 - 1e-6).ceil().max(1.0) as u32,
+            memory_mib: alloc.memory.0.div_ceil(1 << 20).max(1),
+            gpus: alloc.gpus.len() as u32,
+        }
+    }
+}
+
+struct SlurmJob {
+    /// The Slurm job name: the executor's prefix and the job's name.
+    slurm_name: String,
+    /// What is (or, while paused, will be) submitted.
+    request: JobRequest,
+    alloc: Allocation,
+    state_file: PathBuf,
+    /// The current submission; `None` while paused.
+    id: Option<JobId>,
+    last_query: Option<Instant>,
+    exit: Option<JobExit>,
+}
+
+/// Jobs as Slurm batch jobs, one per allocation.
+pub struct SlurmBackend {
+    slurm: Slurm,
+    servers: Vec<ServerInfo>,
+    partition: Option<String>,
+    prefix: String,
+    jobs: BTreeMap<String, SlurmJob>,
+}
+
+/// The nodes of the cluster as servers: cores, memory and GPUs (GRES) as Slurm reports them, capped by
+/// the options. Nodes without GPUs, or that take no jobs (down, draining), are left out.
+pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, ExecError> {
+    slurm.ping()?;
+    let nodes = slurm.nodes()?;
+    for want in &opts.nodes {
+        if !nodes.iter().any(|n| &n.name == want) {
+            let known: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            return Err(InputError::new(
+                "--node",
+                format!("Slurm has no node `{want}` (it has {known:?})"),
+            )
+            .into());
+        }
+    }
+    if opts.cpus == Some(0) || opts.memory.is_some_and(|m| m.0 < 1 << 20) {
+        return Err(InputError::new(
+            if opts.cpus == Some(0) {
+                "--cpus"
+            } else {
+                "--mem"
+            },
+            "must be at least 1 (core) or 1 MiB",
+        )
+        .into());
+    }
+    let servers: Vec<ServerInfo> = nodes
+        .iter()
+        .filter(|n| opts.nodes.is_empty() || opts.nodes.contains(&n.name))
+        .filter(|n| n.accepts_jobs() && n.gpus > 0 && n.cpus > 0)
+        .map(|n| {
+            let cores = opts
+                .cpus
+                .map_or(n.cpus as usize, |c| c.min(n.cpus as usize));
+            let memory = opts.memory.map_or(n.memory, |m| Bytes(m.0.min(n.memory.0)));
+            ServerInfo {
+                name: n.name.clone(),
+                gpus: (0..n.gpus).collect(),
+                cores: (0..cores).collect(),
+                // Whole MiB, as `--mem` counts.
+                memory: Bytes(memory.0 >> 20 << 20),
+                whole_cores: true,
+            }
+        })
+        .collect();
+    if servers.is_empty() {
+        let seen: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("{} ({}, {} GPUs)", n.name, n.state, n.gpus))
+            .collect();
+        return Err(ExecError::Other(format!(
+            "no Slurm node takes jobs and has GPUs (GRES gpu): {}",
+            seen.join(", ")
+        )));
+    }
+    Ok(servers)
+}
+
+impl SlurmBackend {
+    /// Discovers the cluster's nodes (see [`discover`]).
+    pub fn new(slurm: Slurm, opts: &SlurmOptions) -> Result<SlurmBackend, ExecError> {
+        let servers = discover(&slurm, opts)?;
+        Ok(SlurmBackend {
+            slurm,
+            servers,
+            partition: opts.partition.clone(),
+            prefix: domain_prefix(std::process::id()),
+            jobs: BTreeMap::new(),
+        })
+    }
+
+    fn job(&mut self, name: &str) -> Result<&mut SlurmJob, ExecError> {
+        self.jobs
+            .get_mut(name)
+            .ok_or_else(|| ExecError::Other(format!("job `{name}` is not running here")))
+    }
+
+    /// The batch job that runs `job` with `alloc`: the spec's command and environment expanded as the
+    /// local launcher does, with the executor's `--max-samples`/`--max-steps` and state file.
+    fn request(&self, job: &JobLaunch, alloc: &Allocation) -> Result<JobRequest, ExecError> {
+        let res = Resources::of(alloc);
+        let extra_args = job.work.stop_args();
+        let extra_env = vec![(
+            env::STATE_FILE.to_string(),
+            job.state_file.display().to_string(),
+        )];
+        let cfg = LaunchConfig {
+            spec: job.spec,
+            dataset: job.dataset,
+            // Any change resubmits the job, so its loaders are sized for what it holds now.
+            cpus: Cores(res.cpus as f64),
+            cpu_list: &[],
+            cache_bytes: app_cache_bytes(job, alloc),
+            synthetic: false,
+            setup: ChildSetup::default(),
+            extra_args: &extra_args,
+            extra_env: &extra_env,
+        };
+        let (command, env) = launch::command_line(&cfg)?;
+        // No progress pipe crosses sbatch, and Slurm picks the core ids (and sets
+        // CUDA_VISIBLE_DEVICES from the GPUs it binds).
+        let env = env
+            .into_iter()
+            .filter(|(k, _)| k != env::PROGRESS_FD && k != env::CPU_LIST)
+            .collect();
+        let workdir = std::env::current_dir().map_err(|e| ExecError::Io {
+            context: "reading the current directory".into(),
+            source: e,
+        })?;
+        Ok(JobRequest {
+            name: format!("{}{}", self.prefix, job.name),
+            command,
+            env,
+            workdir,
+            stdout: job.state_file.with_extension("out"),
+            stderr: job.state_file.with_extension("err"),
+            // A resubmitted job keeps its log; one starting from nothing starts a new one.
+            append_output: job.state_file.exists(),
+            node: Some(self.servers[alloc.server].name.clone()),
+            cpus: res.cpus,
+            memory: Bytes(res.memory_mib << 20),
+            gpus: res.gpus,
+            partition: self.partition.clone(),
+        })
+    }
+
+    fn submit(slurm: &Slurm, sj: &mut SlurmJob) -> Result<(), ExecError> {
+        sj.id = Some(slurm.submit(&sj.request)?);
+        sj.exit = None;
+        sj.last_query = None;
+        Ok(())
+    }
+
+    /// Cancels the current submission and waits until it has ended (the workload saved its progress).
+    fn cancel(slurm: &Slurm, sj: &mut SlurmJob) -> Result<(), ExecError> {
+        if let Some(id) = sj.id.take() {
+            match slurm.stop(id, STOP_TIMEOUT) {
+                Ok(_) | Err(SlurmError::NoSuchJob(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How an ended Slurm job is reported to the executor.
+fn exit_of(info: &JobInfo, stderr: &std::path::Path) -> JobExit {
+    let success = info.state == JobState::Completed && info.exit_code == 0;
+    let status = if info.exit_signal != 0 {
+        format!("{}, killed by signal {}", info.state, info.exit_signal)
+    } else {
+        format!("{}, exit status {}", info.state, info.exit_code)
+    };
+    let stderr_tail = if success {
+        String::new()
+    } else {
+        std::fs::File::open(stderr)
+            .map(|mut f| launch::file_tail(&mut f, STDERR_TAIL))
+            .unwrap_or_default()
+    };
+    JobExit {
+        success,
+        status,
+        stderr_tail,
+    }
+}
+
+impl Backend for SlurmBackend {
+    fn name(&self) -> &'static str {
+        "slurm"
+    }
+
+    fn servers(&self) -> &[ServerInfo] {
+        &self.servers
+    }
+
+    fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
+        if self.jobs.contains_key(job.name) {
+            return Err(ExecError::Other(format!(
+                "job `{}` is already started",
+                job.name
+            )));
+        }
+        let request = self.request(job, alloc)?;
+        let mut sj = SlurmJob {
+            slurm_name: request.name.clone(),
+            request,
+            alloc: alloc.clone(),
+            state_file: job.state_file.to_path_buf(),
+            id: None,
+            last_query: None,
+            exit: None,
+        };
+        Self::submit(&self.slurm, &mut sj)?;
+        self.jobs.insert(job.name.to_string(), sj);
+        Ok(())
+    }
+
+    fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
+        let request = self.request(job, alloc)?;
+        let slurm = self.slurm.clone();
+        let sj = self.job(job.name)?;
+        let same =
+            Resources::of(&sj.alloc) == Resources::of(alloc) && sj.request.node == request.node;
+        sj.alloc = alloc.clone();
+        sj.request = request;
+        if same || sj.id.is_none() || sj.exit.is_some() {
+            // Paused: it is submitted with the new allocation when it resumes.
+            return Ok(Change::Same);
+        }
+        // Slurm cannot resize a running job: stop it (it saves its progress) and submit it again.
+        Self::cancel(&slurm, sj)?;
+        Self::submit(&slurm, sj)?;
+        Ok(Change::Restarted)
+    }
+
+    fn pause(&mut self, job: &str) -> Result<(), ExecError> {
+        let slurm = self.slurm.clone();
+        let sj = self.job(job)?;
+        Self::cancel(&slurm, sj)
+    }
+
+    fn resume(&mut self, job: &str) -> Result<(), ExecError> {
+        let slurm = self.slurm.clone();
+        let sj = self.job(job)?;
+        if sj.id.is_none() && sj.exit.is_none() {
+            Self::submit(&slurm, sj)?;
+        }
+        Ok(())
+    }
+
+    fn poll(&mut self, job: &str) -> Result<JobPoll, ExecError> {
+        let slurm = self.slurm.clone();
+        let sj = self.job(job)?;
+        if let (Some(id), None) = (sj.id, &sj.exit) {
+            if sj.last_query.is_none_or(|t| t.elapsed() >= QUERY_EVERY) {
+                sj.last_query = Some(Instant::now());
+                match slurm.job(id) {
+                    Ok(info) if info.state.is_finished() => {
+                        sj.exit = Some(exit_of(&info, &sj.request.stderr));
+                    }
+                    Ok(_) => {}
+                    Err(SlurmError::NoSuchJob(_)) => {
+                        sj.exit = Some(JobExit {
+                            success: false,
+                            status: format!("Slurm job {id} vanished from the controller"),
+                            stderr_tail: String::new(),
+                        })
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        // Read after the state: a job that has ended wrote its last totals before it did.
+        let totals = ResumeState::read(&sj.state_file)?;
+        Ok(JobPoll {
+            samples_done: totals.samples_done,
+            steps_done: totals.steps_done,
+            exit: sj.exit.clone(),
+        })
+    }
+
+    fn restart(&mut self, job: &JobLaunch) -> Result<(), ExecError> {
+        let alloc = self.job(job.name)?.alloc.clone();
+        let request = self.request(job, &alloc)?;
+        let slurm = self.slurm.clone();
+        let sj = self.job(job.name)?;
+        Self::cancel(&slurm, sj)?;
+        sj.request = request;
+        Self::submit(&slurm, sj)
+    }
+
+    fn stop(&mut self, job: &str) -> Result<(), ExecError> {
+        let Some(mut sj) = self.jobs.remove(job) else {
+            return Ok(());
+        };
+        Self::cancel(&self.slurm, &mut sj)
+    }
+
+    fn handle(&self, job: &str) -> Option<JobHandle> {
+        let sj = self.jobs.get(job)?;
+        Some(JobHandle {
+            pid: None,
+            domain: Some(sj.slurm_name.clone()),
+            backend_id: sj.id.map(|id| id.to_string()),
+        })
+    }
+
+    fn clean_orphans(&mut self, handles: &[JobHandle]) -> Result<usize, ExecError> {
+        // By name as well as by id: a job resubmitted just before its executor died has a newer id
+        // than the state file recorded.
+        let names: BTreeSet<&str> = handles.iter().filter_map(|h| h.domain.as_deref()).collect();
+        let ids: BTreeSet<JobId> = handles
+            .iter()
+            .filter_map(|h| h.backend_id.as_deref()?.parse().ok().map(JobId))
+            .collect();
+        let ours: BTreeSet<JobId> = self.jobs.values().filter_map(|j| j.id).collect();
+        let mut removed = 0;
+        for q in self.slurm.jobs_named("synergy-run-")? {
+            let orphan = names.contains(q.name.as_str()) || ids.contains(&q.id);
+            if orphan && !ours.contains(&q.id) && !q.state.is_finished() {
+                match self.slurm.stop(q.id, STOP_TIMEOUT) {
+                    Ok(_) | Err(SlurmError::NoSuchJob(_)) => removed += 1,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl Drop for SlurmBackend {
+    fn drop(&mut self) {
+        let names: Vec<String> = self.jobs.keys().cloned().collect();
+        for n in names {
+            let _ = self.stop(&n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_sees_whole_cores_whole_mib_and_a_gpu_count() {
+        let a = Allocation {
+            server: 0,
+            gpus: vec![1],
+            cpus: Cores(2.0),
+            cores: vec![0, 1],
+            memory: Bytes((10 << 30) + 1),
+        };
+        assert_eq!(
+            Resources::of(&a),
+            Resources {
+                cpus: 2,
+                memory_mib: 10 * 1024 + 1,
+                gpus: 1
+            }
+        );
+        // Other GPU ids and core ids of the same counts are the same request to Slurm.
+        let b = Allocation {
+            gpus: vec![0],
+            cores: vec![2, 3],
+            ..a.clone()
+        };
+        assert_eq!(Resources::of(&a), Resources::of(&b));
+        let c = Allocation {
+            cpus: Cores(0.25),
+            ..a
+        };
+        assert_eq!(Resources::of(&c).cpus, 1);
+    }
+}
