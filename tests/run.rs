@@ -4,90 +4,19 @@
 
 mod common;
 
-use common::{processes_with, serial, skip_without_cgroups, synergy};
+use common::{processes_with, profiles, serial, skip_without_cgroups, RunSetup};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-fn profiles() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")
+/// The shared run setup, and what these tests check of it.
+type Setup = RunSetup;
+
+trait LocalChecks {
+    fn assert_clean(&self, pid: u32);
 }
 
-/// A tempdir holding a small dataset of `kind` and a spec `NAME.toml` for it (batch 32, as the shipped
-/// profiles) at `rate` samples/s.
-struct Setup {
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    fn new() -> Setup {
-        Setup {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn dataset(&self, kind: &str) -> PathBuf {
-        let d = self.path().join(format!("data-{kind}"));
-        if !d.exists() {
-            let out = synergy()
-                .args(["dataset", "gen", "--kind", kind, "--size", "4MiB"])
-                .arg(&d)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
-        d
-    }
-
-    fn spec(&self, name: &str, kind: &str, rate: u32) -> PathBuf {
-        let data = self.dataset(kind);
-        let body = format!(
-            r#"name = "{name}"
-command = ["{{synergy}}", "workload", "run", "{kind}", "--dataset", "{{dataset}}",
-           "--batch-size", "{{batch_size}}", "--gpu-rate", "{rate}"]
-batch_size = 32
-footprint = "96MiB"
-[dataset]
-path = "{}"
-"#,
-            data.display()
-        );
-        let p = self.path().join(format!("{name}.toml"));
-        std::fs::write(&p, body).unwrap();
-        p
-    }
-
-    /// Writes a job list of (name, spec, profile, samples, arrival_s).
-    fn jobs(&self, jobs: &[(&str, &Path, &str, u64, f64)]) -> PathBuf {
-        let mut text = String::new();
-        for (name, spec, profile, samples, arrival) in jobs {
-            text.push_str(&format!(
-                "[[job]]\nname = \"{name}\"\nworkload = \"{}\"\nprofile = \"{}\"\nsamples = {samples}\narrival_s = {arrival}\n\n",
-                spec.display(),
-                profiles().join(format!("{profile}.json")).display()
-            ));
-        }
-        let p = self.path().join("jobs.toml");
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn start(&self, jobs: &Path, args: &[&str]) -> Child {
-        synergy()
-            .arg("run")
-            .arg(jobs)
-            .args(args)
-            .arg("--json")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    }
-
+impl LocalChecks for RunSetup {
     /// Asserts that no workload of this setup runs any more and no cgroup of executor `pid` is left.
     fn assert_clean(&self, pid: u32) {
         let marker = self.path().display().to_string();

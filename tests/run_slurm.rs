@@ -7,10 +7,10 @@
 
 mod common;
 
-use common::{processes_with, serial, synergy};
+use common::{processes_with, serial, synergy, RunSetup};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use synergy::exec::slurm::Slurm;
 
@@ -21,83 +21,24 @@ fn cluster() {
     }
 }
 
-fn profiles() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")
-}
+/// The shared run setup with the Slurm backend.
+struct Setup(RunSetup);
 
-/// A tempdir with small datasets, workload specs and a job list.
-struct Setup {
-    dir: tempfile::TempDir,
+impl std::ops::Deref for Setup {
+    type Target = RunSetup;
+    fn deref(&self) -> &RunSetup {
+        &self.0
+    }
 }
 
 impl Setup {
     fn new() -> Setup {
-        Setup {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// A spec `NAME.toml` of built-in workload `kind` (batch 32, as the shipped profiles) on a 4 MiB
-    /// dataset, at `rate` samples/s on its emulated accelerator.
-    fn spec(&self, name: &str, kind: &str, rate: u32) -> PathBuf {
-        let data = self.path().join(format!("data-{kind}"));
-        if !data.exists() {
-            let out = synergy()
-                .args(["dataset", "gen", "--kind", kind, "--size", "4MiB"])
-                .arg(&data)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        }
-        let p = self.path().join(format!("{name}.toml"));
-        std::fs::write(
-            &p,
-            format!(
-                r#"name = "{name}"
-command = ["{{synergy}}", "workload", "run", "{kind}", "--dataset", "{{dataset}}",
-           "--batch-size", "{{batch_size}}", "--gpu-rate", "{rate}"]
-batch_size = 32
-footprint = "96MiB"
-[dataset]
-path = "{}"
-"#,
-                data.display()
-            ),
-        )
-        .unwrap();
-        p
-    }
-
-    /// Writes a job list of (name, spec, profile, samples, arrival_s).
-    fn jobs(&self, jobs: &[(&str, &Path, &str, u64, f64)]) -> PathBuf {
-        let mut text = String::new();
-        for (name, spec, profile, samples, arrival) in jobs {
-            text.push_str(&format!(
-                "[[job]]\nname = \"{name}\"\nworkload = \"{}\"\nprofile = \"{}\"\nsamples = {samples}\narrival_s = {arrival}\n\n",
-                spec.display(),
-                profiles().join(format!("{profile}.json")).display()
-            ));
-        }
-        let p = self.path().join("jobs.toml");
-        std::fs::write(&p, text).unwrap();
-        p
+        Setup(RunSetup::new())
     }
 
     fn start(&self, jobs: &Path, args: &[&str]) -> Child {
-        synergy()
-            .arg("run")
-            .arg(jobs)
-            .args(["--backend", "slurm"])
-            .args(args)
-            .arg("--json")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+        self.0
+            .start(jobs, &[&["--backend", "slurm"], args].concat())
     }
 
     fn state(&self) -> Option<serde_json::Value> {

@@ -127,3 +127,87 @@ pub fn have_cgroups() -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     root && Path::new("/sys/fs/cgroup/cpu").exists() && Path::new("/sys/fs/cgroup/memory").exists()
 }
+
+/// The profiles shipped in the repository.
+pub fn profiles() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")
+}
+
+/// A tempdir for `synergy run` tests: small datasets, workload specs and a job list.
+pub struct RunSetup {
+    dir: tempfile::TempDir,
+}
+
+impl RunSetup {
+    pub fn new() -> RunSetup {
+        RunSetup {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A 4 MiB dataset of `kind`, generated once.
+    pub fn dataset(&self, kind: &str) -> PathBuf {
+        let d = self.path().join(format!("data-{kind}"));
+        if !d.exists() {
+            let out = synergy()
+                .args(["dataset", "gen", "--kind", kind, "--size", "4MiB"])
+                .arg(&d)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        d
+    }
+
+    /// A spec `NAME.toml` of built-in workload `kind` (batch 32, as the shipped profiles) on its dataset, at
+    /// `rate` samples/s on its emulated accelerator.
+    pub fn spec(&self, name: &str, kind: &str, rate: u32) -> PathBuf {
+        let data = self.dataset(kind);
+        let body = format!(
+            r#"name = "{name}"
+command = ["{{synergy}}", "workload", "run", "{kind}", "--dataset", "{{dataset}}",
+           "--batch-size", "{{batch_size}}", "--gpu-rate", "{rate}"]
+batch_size = 32
+footprint = "96MiB"
+[dataset]
+path = "{}"
+"#,
+            data.display()
+        );
+        let p = self.path().join(format!("{name}.toml"));
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    /// Writes a job list of (name, spec, profile, samples, arrival_s).
+    pub fn jobs(&self, jobs: &[(&str, &Path, &str, u64, f64)]) -> PathBuf {
+        let mut text = String::new();
+        for (name, spec, profile, samples, arrival) in jobs {
+            text.push_str(&format!(
+                "[[job]]\nname = \"{name}\"\nworkload = \"{}\"\nprofile = \"{}\"\nsamples = {samples}\narrival_s = {arrival}\n\n",
+                spec.display(),
+                profiles().join(format!("{profile}.json")).display()
+            ));
+        }
+        let p = self.path().join("jobs.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// `synergy run JOBS ARGS --json`, its output piped.
+    pub fn start(&self, jobs: &Path, args: &[&str]) -> std::process::Child {
+        synergy()
+            .arg("run")
+            .arg(jobs)
+            .args(args)
+            .arg("--json")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
