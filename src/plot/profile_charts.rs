@@ -169,6 +169,36 @@ fn legend_box<'a, DB: DrawingBackend + 'a>(
     Ok(())
 }
 
+/// The x axis of a chart against one dimension of the matrix.
+#[derive(Clone, Copy, PartialEq)]
+enum Axis {
+    Cpus,
+    Memory,
+}
+
+/// The profile's validation points on an `x` axis, each with the index of the line (the other
+/// dimension's nearest matrix value) it belongs to.
+fn held_out(p: &Profile, scale: &Scale, x: Axis) -> Vec<(Measured, usize)> {
+    let m = &p.matrix;
+    p.validation
+        .iter()
+        .filter_map(|v| {
+            let (at, line) = match x {
+                Axis::Cpus => (v.cpus, nearest(&m.memory_gib, v.memory_gib)),
+                Axis::Memory => (v.memory_gib, nearest(&m.cpus, v.cpus)),
+            };
+            Some((
+                Measured {
+                    x: at,
+                    y: scale.samples(v.measured)?,
+                    ci: scale.samples(v.measured_ci95)?,
+                },
+                line,
+            ))
+        })
+        .collect()
+}
+
 /// Validation trials: filled squares in their series' colors with 95% error bars, one legend entry.
 fn draw_validation<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
@@ -238,20 +268,7 @@ impl CpuChart {
                 })
             })
             .collect();
-        let held_out: Vec<(Measured, usize)> = p
-            .validation
-            .iter()
-            .filter_map(|v| {
-                Some((
-                    Measured {
-                        x: v.cpus,
-                        y: scale.samples(v.measured)?,
-                        ci: scale.samples(v.measured_ci95)?,
-                    },
-                    nearest(&m.memory_gib, v.memory_gib),
-                ))
-            })
-            .collect();
+        let held_out = held_out(p, &scale, Axis::Cpus);
         let y_max = max_of(vals.iter().flatten()).max(max_of(
             cached
                 .iter()
@@ -449,20 +466,7 @@ impl MemChart {
         let font = label_font(h.max(500));
         let lo = m.memory_gib.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = max_of(&m.memory_gib);
-        let held_out: Vec<(Measured, usize)> = p
-            .validation
-            .iter()
-            .filter_map(|v| {
-                Some((
-                    Measured {
-                        x: v.memory_gib,
-                        y: scale.samples(v.measured)?,
-                        ci: scale.samples(v.measured_ci95)?,
-                    },
-                    nearest(&m.cpus, v.cpus),
-                ))
-            })
-            .collect();
+        let held_out = held_out(p, &scale, Axis::Memory);
         let y_max = max_of(vals.iter().flatten()).max(max_of(held_out.iter().map(|h| &h.0.y)));
         let caption = if self.inputs.len() == 1 {
             String::new()
