@@ -104,9 +104,5 @@ print(f"host GPU: {p['host'].get('gpu')}")
 EOF
 
 plot="${out%.json}-cpu.png"
-if "$bin" plot --help >/dev/null 2>&1; then
-  "$bin" plot "$out" --kind cpu -o "$plot"
-  echo "profile-gpu.sh: wrote $out, ${out%.json}.csv and $plot" >&2
-else
-  echo "profile-gpu.sh: wrote $out and ${out%.json}.csv; this binary has no \`plot\` command, so no plot" >&2
-fi
+"$bin" plot "$out" --kind cpu -o "$plot"
+echo "profile-gpu.sh: wrote $out, ${out%.json}.csv and $plot" >&2
