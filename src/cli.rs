@@ -390,23 +390,11 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
     use crate::sim::{self, trace, ClusterConfig, SimConfig, TraceSource};
     let policies: Vec<String> = parse_list("--policy", &args.policy, "a policy")?;
     for p in &policies {
-        if crate::sched::policy_by_name(p).is_none() {
-            return Err(InputError::new(
-                "--policy",
-                format!("unknown policy `{p}` (choose from fifo, srtf, las, ftf)"),
-            )
-            .into());
-        }
+        crate::sched::policy_by_name(p)?;
     }
     let mechanisms: Vec<String> = parse_list("--mechanism", &args.mechanism, "a mechanism")?;
     for m in &mechanisms {
-        if crate::sched::mechanism_by_name(m).is_none() {
-            return Err(InputError::new(
-                "--mechanism",
-                format!("unknown mechanism `{m}` (choose from proportional, greedy, tune, opt)"),
-            )
-            .into());
-        }
+        crate::sched::mechanism_by_name(m)?;
     }
     let loads: Vec<f64> = parse_list("--load", &args.load, "a number of jobs per hour")?;
     if loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {

@@ -71,6 +71,23 @@ fn spec(name: &str) -> String {
 
 /// `synergy measure ARGS --json` with a tiny batch and a step limit; returns the trial and the script's
 /// own summary of what it processed.
+/// `synergy measure` flags that let a trial run to the script's own step limit: one core, no warm-up, and
+/// a precision it never reaches, so the script exits by itself.
+const RUN_TO_EXIT: &[&str] = &[
+    "--cpus",
+    "1",
+    "--warmup-seconds",
+    "0",
+    "--warmup-steps",
+    "1",
+    "--min-seconds",
+    "0",
+    "--precision",
+    "0.000001",
+    "--max-seconds",
+    "300",
+];
+
 fn measure(args: &[&str], script_env: &[(&str, &str)]) -> (Value, Value) {
     let _serial = common::serial();
     let tmp = tempfile::tempdir().unwrap();
@@ -78,22 +95,8 @@ fn measure(args: &[&str], script_env: &[(&str, &str)]) -> (Value, Value) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_synergy"));
     cmd.arg("measure")
         .args(args)
-        .args([
-            "--cpus",
-            "1",
-            "--warmup-seconds",
-            "0",
-            "--warmup-steps",
-            "1",
-            "--min-seconds",
-            "0",
-            // Never converges, so the script runs to its step limit and exits by itself.
-            "--precision",
-            "0.000001",
-            "--max-seconds",
-            "300",
-            "--json",
-        ])
+        .args(RUN_TO_EXIT)
+        .arg("--json")
         .env("SYNERGY_PYTHON", python())
         .env("SYNERGY_DATA_DIR", data_dir())
         .env("TRAIN_BATCH_SIZE", BATCH.to_string())
@@ -233,20 +236,9 @@ fn the_probe_counts_an_unmodified_script() {
     let (trial, _) = {
         let _serial = common::serial();
         let out = Command::new(env!("CARGO_BIN_EXE_synergy"))
+            .arg("measure")
+            .args(RUN_TO_EXIT)
             .args([
-                "measure",
-                "--cpus",
-                "1",
-                "--warmup-seconds",
-                "0",
-                "--warmup-steps",
-                "1",
-                "--min-seconds",
-                "0",
-                "--precision",
-                "0.000001",
-                "--max-seconds",
-                "300",
                 "--json",
                 "--probe",
                 "pytorch",
@@ -337,21 +329,7 @@ PYTHONPATH = "{user}"
     )
     .unwrap();
     let _serial = common::serial();
-    let v = common::measure(&[
-        spec_path.to_str().unwrap(),
-        "--cpus",
-        "1",
-        "--warmup-seconds",
-        "0",
-        "--warmup-steps",
-        "1",
-        "--min-seconds",
-        "0",
-        "--precision",
-        "0.000001",
-        "--max-seconds",
-        "300",
-    ]);
+    let v = common::measure(&[&[spec_path.to_str().unwrap()], RUN_TO_EXIT].concat());
     let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
     assert_eq!(
         v["samples"].as_f64().unwrap(),

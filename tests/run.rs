@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::{processes_with, profiles, serial, skip_without_cgroups, RunSetup};
+use common::{finish, job, processes_with, profiles, serial, skip_without_cgroups, RunSetup};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The shared run setup, and what these tests check of it.
@@ -79,24 +78,6 @@ fn read(p: &Path) -> Option<String> {
 fn samples_done(state: &Path) -> Option<u64> {
     let v: serde_json::Value = serde_json::from_str(&read(state)?).ok()?;
     v["samples_done"].as_u64()
-}
-
-fn finish(child: Child) -> (serde_json::Value, String, Option<i32>) {
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let v = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
-    (v, stderr, out.status.code())
-}
-
-fn job<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["name"] == name)
-        .unwrap()
 }
 
 #[test]

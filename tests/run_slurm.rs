@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{processes_with, serial, synergy, RunSetup};
+use common::{finish, job, processes_with, serial, synergy, RunSetup};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command};
@@ -175,24 +175,6 @@ fn watch(s: &Setup, child: &mut Child) -> Vec<Seen> {
         std::thread::sleep(Duration::from_millis(150));
     }
     seen
-}
-
-fn finish(child: Child) -> (serde_json::Value, String, Option<i32>) {
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let v = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
-    (v, stderr, out.status.code())
-}
-
-fn job<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|j| j["name"] == name)
-        .unwrap()
 }
 
 #[test]

@@ -99,27 +99,12 @@ pub struct RunReport {
     pub interrupted: Option<i32>,
 }
 
-fn unknown(flag: &str, what: &str, name: &str, choices: &str) -> InputError {
-    InputError::new(
-        flag,
-        format!("unknown {what} `{name}` (choose from {choices})"),
-    )
-}
-
 /// A policy and a mechanism, by name.
 type Scheduler = (Box<dyn sched::Policy>, Box<dyn sched::Mechanism>);
 
 fn policy_and_mechanism(cfg_policy: &str, cfg_mechanism: &str) -> Result<Scheduler, InputError> {
-    let p = sched::policy_by_name(cfg_policy)
-        .ok_or_else(|| unknown("--policy", "policy", cfg_policy, "fifo, srtf, las, ftf"))?;
-    let m = sched::mechanism_by_name(cfg_mechanism).ok_or_else(|| {
-        unknown(
-            "--mechanism",
-            "mechanism",
-            cfg_mechanism,
-            "proportional, greedy, tune, opt",
-        )
-    })?;
+    let p = sched::policy_by_name(cfg_policy)?;
+    let m = sched::mechanism_by_name(cfg_mechanism)?;
     Ok((p, m))
 }
 

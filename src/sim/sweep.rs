@@ -59,15 +59,8 @@ pub fn run_point(
     base: &TraceSource,
     p: &Point,
 ) -> Result<SimResult, SimError> {
-    let policy = policy_by_name(&p.policy).ok_or_else(|| {
-        crate::error::InputError::new("--policy", format!("unknown policy `{}`", p.policy))
-    })?;
-    let mut mech = mechanism_by_name(&p.mechanism).ok_or_else(|| {
-        crate::error::InputError::new(
-            "--mechanism",
-            format!("unknown mechanism `{}`", p.mechanism),
-        )
-    })?;
+    let policy = policy_by_name(&p.policy)?;
+    let mut mech = mechanism_by_name(&p.mechanism)?;
     let source = match base {
         TraceSource::Generated(g) => TraceSource::Generated(GenConfig {
             seed: p.seed,

@@ -211,3 +211,23 @@ path = "{}"
             .unwrap()
     }
 }
+
+/// Waits for a `synergy run --json` child: its report, its stderr (which must show no panic) and its exit code.
+pub fn finish(child: std::process::Child) -> (serde_json::Value, String, Option<i32>) {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let v = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no JSON report ({e}); stderr:\n{stderr}"));
+    (v, stderr, out.status.code())
+}
+
+/// The report's entry for job `name`.
+pub fn job<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == name)
+        .unwrap()
+}
