@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The simulator's benchmark (issue 4): wall time and simulated job-rounds per second for
 #   1. the paper default (128 GPUs, 9 jobs/h, single-GPU jobs, split 20/70/10, window 4000-4999): FIFO with
-#      GPU-proportional against FIFO with tune over 5 seeds, mean JCTs beside the published 81 h and 22 h;
+#      GPU-proportional against FIFO with tune over 5 seeds, mean JCTs beside the published 81 h and 22 h
+#      (the generator draws the reference simulator's random streams, so seed 42 is the published run);
 #   2. a 100,000-job trace on 2,048 GPUs (256 servers, multi-GPU jobs at 72 jobs/h: about the paper's GPU load);
 #   3. the full sweep: 4 policies x 4 mechanisms x loads 1..9 jobs/h, in parallel;
 #   4. opt on the paper default: its per-round solve time and its mean JCT against tune's.
 # Targets: 1 < 1 s per run (release), 2 < 60 s, 3 < 2 min on 2 cores, 4 < 1 s per round; tune >= 3x better
 # than proportional and each 5-seed mean within 20% of the reference. Takes about a minute on 2 cores.
 #
-# usage: scripts/bench-simulate.sh [SEEDS (default 1,2,3,4,5)]
+# usage: scripts/bench-simulate.sh [SEEDS (default 42,43,44,45,46)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seeds="${1:-1,2,3,4,5}"
+seeds="${1:-42,43,44,45,46}"
 cargo build --release --quiet
 bin="${CARGO_TARGET_DIR:-target}/release/synergy"
 out="$(mktemp -d)"
@@ -69,11 +70,15 @@ rows, w = load("sweep")
 jr = sum(r["job_rounds"] for r in rows)
 print(f"3. full sweep: {len(rows)} configurations (4 policies x 4 mechanisms x loads 1..9) in {w:.1f} s wall,"
       f" {jr/w:,.0f} job-rounds/s (target < 120 s)")
-print(f"   mean JCT (h) at 9 jobs/h, seed 1:")
-print(f"   {'policy':<6} " + " ".join(f"{m:>12}" for m in ["proportional", "greedy", "tune", "opt"]))
+print(f"   mean JCT (h) at 9 jobs/h, seed 42, with the published figures (DESIGN.md 5.6) in brackets:")
+published = {"fifo": {"proportional": 81, "greedy": 25, "tune": 22}, "srtf": {"proportional": 38, "tune": 16.6},
+             "las": {"proportional": 86, "tune": 33}}
+print(f"   {'policy':<6} " + " ".join(f"{m:>16}" for m in ["proportional", "greedy", "tune", "opt"]))
 for pol in ["fifo", "srtf", "las", "ftf"]:
     cells = {r["mechanism"]: r["jct"]["mean_h"] for r in rows if r["policy"] == pol and r["load_jobs_per_h"] == 9}
-    print(f"   {pol:<6} " + " ".join(f"{cells[m]:>12.1f}" for m in ["proportional", "greedy", "tune", "opt"]))
+    ref = published.get(pol, {})
+    print(f"   {pol:<6} " + " ".join(f"{cells[m]:>9.1f}" + (f" [{ref[m]:>4}]" if m in ref else " " * 7)
+                                     for m in ["proportional", "greedy", "tune", "opt"]))
 print()
 mo = st.mean(opt)
 print(f"4. opt on the paper default (FIFO, {len(seeds)} seeds): {1e3*st.mean(solve_mean):.2f} ms per round on average,"

@@ -205,10 +205,10 @@ fn every_simulation_kind_renders_a_sweep_and_a_run() {
     let sweep = simulate_sweep(d.path());
     let sweep_s = vec![sweep.display().to_string()];
     let runs = [
-        "fifo / proportional, 2 jobs/h, seed 1",
-        "fifo / proportional, 4 jobs/h, seed 1",
-        "fifo / tune, 2 jobs/h, seed 1",
-        "fifo / tune, 4 jobs/h, seed 1",
+        "fifo / proportional, 2 jobs/h, seed 42",
+        "fifo / proportional, 4 jobs/h, seed 42",
+        "fifo / tune, 2 jobs/h, seed 42",
+        "fifo / tune, 4 jobs/h, seed 42",
     ]
     .map(String::from);
     for kind in ["jct-cdf", "jct-vs-load", "utilization"] {
@@ -234,7 +234,7 @@ fn every_simulation_kind_renders_a_sweep_and_a_run() {
         }
     }
     // A single run directory.
-    let one = vec![sweep.join("fifo-tune-load4-seed1").display().to_string()];
+    let one = vec![sweep.join("fifo-tune-load4-seed42").display().to_string()];
     for kind in ["jct-cdf", "utilization", "jct-vs-load"] {
         let out = d.path().join(format!("one-{kind}.svg"));
         let j = plot(&one, kind, &out, (1024, 720));

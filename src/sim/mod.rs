@@ -7,6 +7,7 @@ pub mod engine;
 pub mod metrics;
 pub mod model;
 pub mod output;
+pub mod pyrandom;
 pub mod sweep;
 pub mod table;
 pub mod trace;

@@ -1,10 +1,10 @@
 //! Job traces: the artifact's CSV form (`id,model,arrival_s,iters,gpus`) and the Philly-derived generator
-//! of DESIGN.md 5.2 (Poisson arrivals, two-mode durations, class split, round-robin models).
+//! of DESIGN.md 5.2 (Poisson arrivals, two-mode durations, class split, round-robin models), drawn as the
+//! reference simulator draws it.
 
 use crate::error::InputError;
 use crate::sim::model::Catalog;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use crate::sim::pyrandom::PyRandom;
 
 /// One job of a trace.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -169,10 +169,19 @@ pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
 ];
 
 /// An endless (or `jobs`-long) stream of generated jobs in arrival order.
+///
+/// It draws exactly what the reference simulator draws, from the same CPython random streams, so a seed
+/// replays the reference's trace: seed 42, its default, gives the published paper-default run. The
+/// reference takes durations from a job list it parsed once (each job drawing `random()` for the mode and
+/// `uniform` for the exponent) and cached, and reseeds before each run to draw the arrivals and classes;
+/// hence two streams from the same seed.
 #[derive(Debug, Clone)]
 pub struct Generator {
     cfg: GenConfig,
-    rng: ChaCha8Rng,
+    /// Durations (and, in multi-GPU mode, GPU counts) of the job list.
+    job_list: PyRandom,
+    /// Inter-arrival gaps and the reference's unused class draw.
+    arrivals: PyRandom,
     classes: [Vec<u32>; 3],
     class_counts: [u64; 3],
     rotation: [usize; 3],
@@ -223,7 +232,8 @@ impl Generator {
             *s /= total;
         }
         Ok(Generator {
-            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            job_list: PyRandom::new(cfg.seed),
+            arrivals: PyRandom::new(cfg.seed),
             cfg,
             classes,
             class_counts: [0; 3],
@@ -233,7 +243,31 @@ impl Generator {
             now_s: 0.0,
         })
     }
+
+    /// The class furthest below its target share among the jobs so far (all even before the first job),
+    /// ties to the earlier class: the reference's order of preference, computed as it computes it.
+    fn next_class(&self) -> usize {
+        let so_far: u64 = self.class_counts.iter().sum();
+        let mut class = 0;
+        let mut best = f64::NEG_INFINITY;
+        for k in (0..3).filter(|&k| !self.classes[k].is_empty()) {
+            let deficit = if so_far == 0 {
+                0.0
+            } else {
+                self.cfg.split[k] - self.class_counts[k] as f64 / so_far as f64
+            };
+            if deficit > best {
+                best = deficit;
+                class = k;
+            }
+        }
+        class
+    }
 }
+
+/// The number of models the reference's zoo holds: it draws a model id in that range for every job (and
+/// then ignores it), which advances the arrival stream.
+const REFERENCE_ZOO_MODELS: u64 = 10;
 
 impl Iterator for Generator {
     type Item = TraceJob;
@@ -242,49 +276,35 @@ impl Iterator for Generator {
         if self.cfg.jobs.is_some_and(|n| self.next_id >= n) {
             return None;
         }
-        let mean_gap_s = 3600.0 / self.cfg.load_jobs_per_h;
-        let u: f64 = self.rng.random();
-        self.now_s += -(1.0 - u).ln() * mean_gap_s;
-        let duration_s = if self.rng.random::<f64>() < 0.8 {
-            60.0 * 10f64.powf(self.rng.random_range(1.5..3.0))
-        } else {
-            60.0 * 10f64.powf(self.rng.random_range(3.0..4.0))
-        };
-        // The class furthest below its target share; ties go to the earlier class.
-        let n = self.next_id as f64 + 1.0;
-        let mut class = 0;
-        let mut best = f64::NEG_INFINITY;
-        for k in 0..3 {
-            if self.classes[k].is_empty() {
-                continue;
-            }
-            let deficit = self.cfg.split[k] * n - self.class_counts[k] as f64;
-            if deficit > best + 1e-12 {
-                best = deficit;
-                class = k;
-            }
-        }
+        // Poisson arrivals, gaps rounded up to whole seconds as the reference does.
+        let u = self.arrivals.random();
+        let gap_h = -(1.0 - u).ln() / self.cfg.load_jobs_per_h;
+        self.now_s += (gap_h * 60.0 * 60.0).ceil();
+        self.arrivals.randint(0, REFERENCE_ZOO_MODELS - 1);
+
+        let class = self.next_class();
         self.class_counts[class] += 1;
         let models = &self.classes[class];
         let model = models[self.rotation[class] % models.len()];
         self.rotation[class] += 1;
+
+        let duration_s = if self.job_list.random() >= 0.8 {
+            60.0 * 10f64.powf(self.job_list.uniform(3.0, 4.0))
+        } else {
+            60.0 * 10f64.powf(self.job_list.uniform(1.5, 3.0))
+        };
         let gpus = match self.cfg.gpu_mode {
             GpuMode::Single => 1,
-            GpuMode::Multi => {
-                let r: f64 = self.rng.random();
-                if r < 0.70 {
-                    1
-                } else if r < 0.80 {
-                    2
-                } else if r < 0.95 {
-                    4
-                } else {
-                    8
-                }
-            }
+            GpuMode::Multi => match self.job_list.uniform(0.0, 1.0) {
+                r if r >= 0.95 => 8,
+                r if r >= 0.8 => 4,
+                r if r >= 0.7 => 2,
+                _ => 1,
+            },
         };
+        // Whole iterations, truncated as the reference does.
         let iters = (duration_s / self.iter_time_s[model as usize])
-            .round()
+            .trunc()
             .max(1.0) as u64;
         let job = TraceJob {
             id: self.next_id,
