@@ -2,7 +2,8 @@
 # The simulator's benchmark (issue 4): wall time and simulated job-rounds per second for
 #   1. the paper default (128 GPUs, 9 jobs/h, single-GPU jobs, split 20/70/10, window 4000-4999): FIFO with
 #      GPU-proportional against FIFO with tune over 5 seeds, mean JCTs beside the published 81 h and 22 h
-#      (the generator draws the reference simulator's random streams, so seed 42 is the published run);
+#      (the generator draws the reference simulator's random streams: its job list, which every seed reuses,
+#      and each seed's arrivals; seed 42 is the published run), then the same seeds each with its own job list;
 #   2. a 100,000-job trace on 2,048 GPUs (256 servers, multi-GPU jobs at 72 jobs/h: about the paper's GPU load);
 #   3. the full sweep: 4 policies x 4 mechanisms x loads 1..9 jobs/h, in parallel;
 #   4. opt on the paper default: its per-round solve time and its mean JCT against tune's.
@@ -33,6 +34,9 @@ for s in "${seed_list[@]}"; do
   for m in proportional tune opt; do
     timed "paper-$m-$s" --policy fifo --mechanism "$m" --seed "$s" --threads 1
   done
+  for m in proportional tune; do
+    timed "own-list-$m-$s" --policy fifo --mechanism "$m" --seed "$s" --job-list-seed seed --threads 1
+  done
 done
 timed big-proportional --servers 256 --load 72 --jobs 100000 --multi-gpu --mechanism proportional --threads 1
 timed big-tune --servers 256 --load 72 --jobs 100000 --multi-gpu --mechanism tune --threads 1
@@ -60,6 +64,11 @@ def within(x, ref): return f"{100*(x-ref)/ref:+.0f}% vs {ref} h ({'within' if ab
 print(f"   mean {mp:.1f} h -> {mt:.1f} h: {mp/mt:.2f}x (target >= 3x; published 3.7x)")
 print(f"   proportional {within(mp, 81)}; tune {within(mt, 22)}")
 print(f"   slowest single run {max(walls):.3f} s wall including process start (target < 1 s)")
+own = [(load(f"own-list-proportional-{s}")[0], load(f"own-list-tune-{s}")[0]) for s in seeds]
+op, ot = st.mean(p["jct"]["mean_h"] for p, _ in own), st.mean(t["jct"]["mean_h"] for _, t in own)
+per_seed = ", ".join("%.1f/%.1f" % (p["jct"]["mean_h"], t["jct"]["mean_h"]) for p, t in own)
+print(f"   with a job list of each seed's own (--job-list-seed seed): {op:.1f} h -> {ot:.1f} h, {op/ot:.2f}x;"
+      f" per seed {per_seed}")
 print()
 print("2. 100,000 jobs on 2,048 GPUs (256 servers, 72 jobs/h, multi-GPU jobs: 1.9 GPUs per job on average)")
 for m in ["proportional", "tune"]:

@@ -339,10 +339,14 @@ struct SimulateArgs {
     /// Generated arrivals per hour, comma-separated for a sweep.
     #[arg(long, default_value = "9")]
     load: String,
-    /// Seeds of the generated trace, comma-separated; the stream is the reference simulator's, so 42 (its
-    /// default) replays the published runs.
+    /// Seeds of the generated trace's arrivals, comma-separated; the streams are the reference simulator's,
+    /// so 42 (its default) replays the published runs.
     #[arg(long, default_value = "42")]
     seed: String,
+    /// Seed of the job list (durations, GPU counts): a number, or `seed` to follow --seed. The reference
+    /// drew its list once, with 42, and reused it for every seed.
+    #[arg(long, value_name = "N|seed", default_value = "42")]
+    job_list_seed: String,
     /// Shares of image, language and speech jobs.
     #[arg(long, default_value = "20,70,10")]
     split: String,
@@ -403,6 +407,15 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         return Err(InputError::new("--load", "loads must be positive").into());
     }
     let seeds: Vec<u64> = parse_list("--seed", &args.seed, "a non-negative integer")?;
+    let job_list_seed = match args.job_list_seed.trim() {
+        "seed" => trace::JobListSeed::Run,
+        s => trace::JobListSeed::Fixed(s.parse().map_err(|_| {
+            InputError::new(
+                "--job-list-seed",
+                format!("`{s}` is neither a non-negative integer nor `seed`"),
+            )
+        })?),
+    };
     let split: Vec<f64> = parse_list("--split", &args.split, "a number")?;
     if split.len() != 3 {
         return Err(InputError::new("--split", "needs three shares: image,language,speech").into());
@@ -462,6 +475,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         None => {
             let g = trace::GenConfig {
                 seed: seeds[0],
+                job_list_seed,
                 load_jobs_per_h: loads[0],
                 split: [split[0], split[1], split[2]],
                 gpu_mode: if args.multi_gpu {
@@ -508,6 +522,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
     let run_labels = |p: &sim::sweep::Point| sim::output::RunLabels {
         load_jobs_per_h: generated.then_some(p.load_jobs_per_h),
         seed: generated.then_some(p.seed),
+        job_list_seed: generated.then(|| job_list_seed.for_run(p.seed)),
         cluster: sim::output::ClusterSize::of(&cfg.cluster),
     };
     if let Some(dir) = &args.out {
@@ -554,6 +569,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
                 if generated {
                     v["load_jobs_per_h"] = p.load_jobs_per_h.into();
                     v["seed"] = p.seed.into();
+                    v["job_list_seed"] = job_list_seed.for_run(p.seed).into();
                 }
                 v
             })

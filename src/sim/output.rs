@@ -191,9 +191,12 @@ pub struct RunLabels {
     /// Generated load, jobs per hour (None for a trace file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load_jobs_per_h: Option<f64>,
-    /// Seed of the generated trace (None for a trace file).
+    /// Seed of the generated trace's arrivals (None for a trace file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Seed of the generated trace's job list (None for a trace file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_list_seed: Option<u64>,
     /// The cluster's size.
     pub cluster: ClusterSize,
 }

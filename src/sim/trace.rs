@@ -143,11 +143,23 @@ pub enum GpuMode {
     Multi,
 }
 
+/// Which seed draws the job list: each job's duration (and GPU count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobListSeed {
+    /// A fixed list, whatever the run's seed: how the reference behaves, since it draws the list once and
+    /// caches it (its default seed, 42, drew the list behind the published figures).
+    Fixed(u64),
+    /// The run's own seed, so every seed draws a new list as well as new arrivals.
+    Run,
+}
+
 /// Parameters of a generated (Philly-derived) trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenConfig {
-    /// Seed of the random stream.
+    /// Seed of the run: arrivals and classes.
     pub seed: u64,
+    /// Seed of the job list: durations and GPU counts.
+    pub job_list_seed: JobListSeed,
     /// Mean arrivals per hour (Poisson).
     pub load_jobs_per_h: f64,
     /// Target shares of image, language and speech jobs.
@@ -168,13 +180,23 @@ pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
     ("speech", &["m5", "deepspeech"]),
 ];
 
+impl JobListSeed {
+    /// The seed that draws the job list of a run with seed `run_seed`.
+    pub fn for_run(self, run_seed: u64) -> u64 {
+        match self {
+            JobListSeed::Fixed(s) => s,
+            JobListSeed::Run => run_seed,
+        }
+    }
+}
+
 /// An endless (or `jobs`-long) stream of generated jobs in arrival order.
 ///
 /// It draws exactly what the reference simulator draws, from the same CPython random streams, so a seed
 /// replays the reference's trace: seed 42, its default, gives the published paper-default run. The
-/// reference takes durations from a job list it parsed once (each job drawing `random()` for the mode and
-/// `uniform` for the exponent) and cached, and reseeds before each run to draw the arrivals and classes;
-/// hence two streams from the same seed.
+/// reference takes durations from a job list it drew once (each job drawing `random()` for the mode and
+/// `uniform` for the exponent) and cached, and reseeds before each run to draw the arrivals; hence two
+/// streams, the job list's and the run's.
 #[derive(Debug, Clone)]
 pub struct Generator {
     cfg: GenConfig,
@@ -232,7 +254,7 @@ impl Generator {
             *s /= total;
         }
         Ok(Generator {
-            job_list: PyRandom::new(cfg.seed),
+            job_list: PyRandom::new(cfg.job_list_seed.for_run(cfg.seed)),
             arrivals: PyRandom::new(cfg.seed),
             cfg,
             classes,
@@ -405,6 +427,7 @@ mod tests {
         let g = Generator::new(
             GenConfig {
                 seed: 1,
+                job_list_seed: JobListSeed::Run,
                 load_jobs_per_h: 9.0,
                 split: [20.0, 70.0, 10.0],
                 gpu_mode: GpuMode::Multi,
@@ -428,5 +451,32 @@ mod tests {
         let span_h = jobs.last().unwrap().arrival_s / 3600.0;
         assert!((span_h - 1000.0 / 9.0).abs() < 15.0, "{span_h}");
         assert!(jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
+    }
+
+    #[test]
+    fn a_fixed_job_list_keeps_durations_across_seeds() {
+        let c = toy_catalog();
+        let jobs = |seed: u64, job_list_seed: JobListSeed| -> Vec<TraceJob> {
+            let cfg = GenConfig {
+                seed,
+                job_list_seed,
+                load_jobs_per_h: 9.0,
+                split: [20.0, 70.0, 10.0],
+                gpu_mode: GpuMode::Multi,
+                jobs: Some(200),
+            };
+            Generator::new(cfg, &c).unwrap().collect()
+        };
+        let work = |js: &[TraceJob]| js.iter().map(|j| (j.iters, j.gpus)).collect::<Vec<_>>();
+        let arrivals = |js: &[TraceJob]| js.iter().map(|j| j.arrival_s).collect::<Vec<_>>();
+        let (a, b) = (
+            jobs(1, JobListSeed::Fixed(42)),
+            jobs(2, JobListSeed::Fixed(42)),
+        );
+        assert_eq!(work(&a), work(&b));
+        assert_ne!(arrivals(&a), arrivals(&b));
+        assert_eq!(work(&jobs(42, JobListSeed::Run)), work(&a));
+        assert_ne!(work(&jobs(2, JobListSeed::Run)), work(&a));
+        assert!(a.iter().all(|j| j.arrival_s.fract() == 0.0));
     }
 }
