@@ -153,6 +153,16 @@ pub enum JobListSeed {
     Run,
 }
 
+impl JobListSeed {
+    /// The seed that draws the job list of a run with seed `run_seed`.
+    pub fn for_run(self, run_seed: u64) -> u64 {
+        match self {
+            JobListSeed::Fixed(s) => s,
+            JobListSeed::Run => run_seed,
+        }
+    }
+}
+
 /// Parameters of a generated (Philly-derived) trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GenConfig {
@@ -179,16 +189,6 @@ pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
     ("language", &["gnmt", "transformer", "lstm"]),
     ("speech", &["m5", "deepspeech"]),
 ];
-
-impl JobListSeed {
-    /// The seed that draws the job list of a run with seed `run_seed`.
-    pub fn for_run(self, run_seed: u64) -> u64 {
-        match self {
-            JobListSeed::Fixed(s) => s,
-            JobListSeed::Run => run_seed,
-        }
-    }
-}
 
 /// An endless (or `jobs`-long) stream of generated jobs in arrival order.
 ///
