@@ -47,8 +47,9 @@ impl Mechanism for Greedy {
         runnable: &[Request],
         grants: &mut [Grant],
     ) -> MechanismStats {
+        let widest = state.widest_server().gpus;
         for (slot, req) in runnable.iter().enumerate() {
-            let share = if req.gpus > state.specs.iter().map(|s| s.gpus).max().unwrap_or(0) {
+            let share = if req.gpus > widest {
                 Share::Proportional
             } else {
                 best_share(catalog, state, req)
@@ -100,7 +101,7 @@ pub fn tune_with(
     grants: &mut [Grant],
     first: impl Fn(usize) -> Share,
 ) -> u32 {
-    let widest = state.specs.iter().map(|s| s.gpus).max().unwrap_or(0);
+    let widest = state.widest_server().gpus;
     let mut demotions = 0;
     for (slot, req) in runnable.iter().enumerate() {
         let step1 = if req.gpus > widest {

@@ -92,11 +92,7 @@ impl Mechanism for Opt {
         grants: &mut [Grant],
     ) -> MechanismStats {
         let started = Instant::now();
-        let spec = *state
-            .specs
-            .iter()
-            .max_by_key(|s| s.gpus)
-            .expect("a cluster has servers");
+        let spec = state.widest_server();
         let mut cpus_left: f64 = state.specs.iter().map(|s| s.cpus).sum();
         let mut mem_left: f64 = state.specs.iter().map(|s| s.memory_gib).sum();
         let mut fixed_speed = 0.0;

@@ -35,12 +35,7 @@ pub fn need(spec: &ServerSpec, gpus: u32, share: Share) -> (f64, f64) {
 /// A job's best-case demand per GPU, capped so that the whole job fits one server (DESIGN.md 5.4).
 pub fn best_share(catalog: &Catalog, state: &ClusterState, req: &Request) -> Share {
     let m = catalog.get(req.model as usize);
-    let widest = state
-        .specs
-        .iter()
-        .max_by_key(|s| s.gpus)
-        .copied()
-        .expect("a cluster has servers");
+    let widest = state.widest_server();
     let g = req.gpus as f64;
     Share::PerGpu {
         cpus: m.best_cpus_per_gpu.min(widest.cpus / g),

@@ -197,6 +197,15 @@ pub struct ClusterState {
 }
 
 impl ClusterState {
+    /// The server with the most GPUs (the last of equals): it bounds what one job's demand may ask for.
+    pub fn widest_server(&self) -> ServerSpec {
+        *self
+            .specs
+            .iter()
+            .max_by_key(|s| s.gpus)
+            .expect("a cluster has servers")
+    }
+
     /// An empty cluster.
     pub fn new(cfg: &ClusterConfig) -> ClusterState {
         let mut s = ClusterState {
