@@ -4,7 +4,7 @@ use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{IsolateError, IsolationKind};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
-use crate::profile::file::ServerShape;
+use crate::profile::file::{ErrorSummary, ServerShape};
 use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
 use crate::profile::{Profile, ProfileError};
 use crate::units::{Bytes, BytesPerSec, Cores};
@@ -875,6 +875,11 @@ struct MeasureArgs {
     /// Whole epochs excluded from the estimate (e.g. 1 while a cache fills).
     #[arg(long, default_value_t = 0)]
     warmup_epochs: u64,
+    /// Measure whole epochs: start where an epoch starts and stop at the first epoch end past
+    /// --min-seconds (--precision then does not apply). For memory-limited trials, whose page-cache hits
+    /// cluster early in each epoch.
+    #[arg(long)]
+    whole_epochs: bool,
     /// Shortest measured window, seconds.
     #[arg(long, default_value_t = 3.0)]
     min_seconds: f64,
@@ -1106,6 +1111,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         max_total_s: args.max_seconds,
         rel_precision: args.precision,
         first_epoch_only: false,
+        whole_epochs: args.whole_epochs,
     };
     req.no_progress_timeout = Duration::from_secs_f64(args.max_seconds.clamp(10.0, 30.0));
 
@@ -1117,6 +1123,11 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     match result {
         Ok(r) => {
+            if let Some(why) = r.disturbance.as_ref().and_then(|d| d.reason.as_deref()) {
+                eprintln!(
+                    "synergy: warning: this trial was disturbed ({why}); its throughput is not this allocation's: measure again when the host is quiet"
+                );
+            }
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -1210,11 +1221,28 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
             Bytes(s.footprint_bytes),
             Bytes(s.dataset_bytes),
             s.hit_model,
-            s.fetch
-                .storage_bytes_per_s
-                .map(|b| format!("{:.1} MB/s", b / 1e6))
-                .unwrap_or_else(|| "never limits".into())
+            match (s.fetch.storage_bytes_per_s, s.fetch.storage_lower_bound) {
+                (Some(b), false) => format!("{:.1} MB/s", b / 1e6),
+                (Some(b), true) => format!("at least {:.1} MB/s (never held the cold trial up)", b / 1e6),
+                (None, _) => "never limits".into(),
+            }
         );
+        if let Some(mc) = &s.miss_cost {
+            let _ = writeln!(
+                o,
+                "  miss cost    {:.3} ms of CPU and {:.3} ms of a blocked loader per miss",
+                1e3 * mc.cpu_s_per_miss,
+                1e3 * mc.wait_s_per_miss
+            );
+        }
+        if let Some(fit) = &model.hit_curve {
+            let _ = writeln!(
+                o,
+                "  page cache   LRU plus {:.0}% of the gap to a fixed subset: {}",
+                100.0 * fit.fixed_subset_share,
+                fit.chosen_because
+            );
+        }
     }
     let _ = write!(o, "  samples/s    cores \\ GiB");
     for g in &m.memory_gib {
@@ -1257,13 +1285,17 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
     for s in &p.validation_summary {
         let _ = writeln!(
             o,
-            "  validation   {} model: median error {:.1}%, mean {:.1}%, max {:.1}% over {} points{}",
+            "  validation   {}{} model: median error {:.1}%, mean {:.1}%, max {:.1}% over {} points{}",
+            if s.ds_analyzer { "DS-Analyzer's " } else { "" },
             s.hit_model,
             100.0 * s.median_error,
             100.0 * s.mean_error,
             100.0 * s.max_error,
             s.points,
-            if p.model
+            if s.ds_analyzer {
+                " (LRU, misses cost bandwidth only)"
+            } else if p
+                .model
                 .as_ref()
                 .is_some_and(|m| m.stall.hit_model == s.hit_model)
             {
@@ -1273,7 +1305,12 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
             }
         );
     }
-    if let (Some(model), [a, b]) = (&p.model, p.validation_summary.as_slice()) {
+    let ours: Vec<&ErrorSummary> = p
+        .validation_summary
+        .iter()
+        .filter(|s| !s.ds_analyzer)
+        .collect();
+    if let (Some(model), [a, b]) = (&p.model, ours.as_slice()) {
         let (own, other) = if a.hit_model == model.stall.hit_model {
             (a, b)
         } else {
@@ -1286,6 +1323,9 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
                 other.hit_model, own.hit_model
             );
         }
+    }
+    for w in &p.warnings {
+        let _ = writeln!(o, "  warning      {w}");
     }
     o
 }
@@ -1360,6 +1400,19 @@ fn render_trial(r: &TrialResult) -> String {
             .map(|c| format!(", {c:.2} cores busy while measured"))
             .unwrap_or_default()
     );
+    if let Some(d) = &r.disturbance {
+        let _ = writeln!(
+            o,
+            "  contention   got {:.2} of {} cores; other work used {:.2} cores of its cpuset{}{}",
+            d.got_cores,
+            d.granted_cores,
+            d.other_cores,
+            d.waited_cores
+                .map(|w| format!("; its threads waited {w:.2} cores' worth"))
+                .unwrap_or_default(),
+            if d.disturbed { " (DISTURBED)" } else { "" }
+        );
+    }
     if let Some(b) = tel.storage_read_bytes {
         let _ = writeln!(
             o,

@@ -1,8 +1,12 @@
-//! The data-stall model (DS-Analyzer): throughput at an allocation is the slowest of three overlapped
-//! stages, T(c, m) = min(G, P(c), F(h(m))), where G is the accelerator's ingestion rate, P(c) the
-//! preprocessing rate with c cores, and F(h) the fetch rate at cache hit ratio h. The hit ratio comes from
-//! one of two cache models: a fixed-subset application cache (MinIO), or the OS page cache, which behaves
-//! like LRU under per-epoch shuffling and is simulated for the dataset's real item sizes.
+//! The data-stall model (DS-Analyzer, with this project's refinements): throughput at an allocation is
+//! the slowest of three overlapped stages, T(c, m) = min(G, P(c, h(m)), F(h(m))), where G is the
+//! accelerator's ingestion rate, P(c, h) the preprocessing rate with c cores at cache hit ratio h, and
+//! F(h) the fetch rate. A miss costs CPU on the job's own cores (the read path, page faults, reclaim) and
+//! blocks a loader while the device reads, so P falls with the miss ratio where the job is CPU-bound,
+//! whatever the storage bandwidth. The hit ratio comes from a fixed-subset application cache (MinIO), or
+//! from the OS page cache: LRU under per-epoch shuffling, simulated for the dataset's real item sizes, and
+//! calibrated towards a fixed subset by memory-limited trials (the kernel's two lists keep more than LRU).
+//! docs/profile-format.md ("The model behind the matrix") has the formulas.
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -116,9 +120,13 @@ impl CpuCurve {
 pub struct FetchModel {
     /// Mean bytes per sample.
     pub mean_sample_bytes: f64,
-    /// Storage read bandwidth (a cache miss), bytes per second; `None` when storage never limited
-    /// (then fetch is not a bottleneck at any hit ratio).
+    /// Storage read bandwidth (a cache miss), bytes per second. Profiles before schema 1.1 leave it
+    /// `None` when storage never limited (then fetch is not a bottleneck at any hit ratio).
     pub storage_bytes_per_s: Option<f64>,
+    /// `storage_bytes_per_s` is the rate a cold trial read at without being held up by storage: the
+    /// device is at least that fast.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub storage_lower_bound: bool,
     /// Memory bandwidth (a cache hit), bytes per second.
     pub memory_bytes_per_s: f64,
 }
@@ -147,6 +155,26 @@ pub fn minio_hit_ratio(cache_bytes: f64, dataset_bytes: f64) -> f64 {
         return 1.0;
     }
     (cache_bytes / dataset_bytes).clamp(0.0, 1.0)
+}
+
+/// The page-cache hit curve between LRU and a fixed subset: LRU's hit ratio plus `share` of the gap to a
+/// fixed subset's (0: LRU, 1: a fixed subset). The kernel's active list keeps a subset that survives the
+/// scan of every epoch, so it hits more than LRU; how much depends on the kernel and the workload's reads.
+pub fn between_lru_and_fixed_subset(lru: f64, fixed_subset: f64, share: f64) -> f64 {
+    lru + share.clamp(0.0, 1.0) * (fixed_subset - lru)
+}
+
+/// The `share` of [`between_lru_and_fixed_subset`] that fits measured `(lru, fixed_subset, measured)`
+/// hit ratios best (least squares), within [0, 1]; 0 when the points cannot tell the curves apart.
+pub fn fit_fixed_subset_share(points: &[(f64, f64, f64)]) -> f64 {
+    let (num, den) = points.iter().fold((0.0, 0.0), |(n, d), &(l, f, m)| {
+        (n + (m - l) * (f - l), d + (f - l) * (f - l))
+    });
+    if den < 1e-9 {
+        0.0
+    } else {
+        (num / den).clamp(0.0, 1.0)
+    }
 }
 
 /// Steady-state hit ratio of an LRU cache under per-epoch random permutations of items of the given
@@ -295,6 +323,64 @@ pub struct StallModel {
     pub dataset_bytes: u64,
     /// Which cache model turns memory into a hit ratio.
     pub hit_model: HitModel,
+    /// What a cache miss costs on the job's own cores (absent before schema 1.1: misses cost only
+    /// storage bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_cost: Option<MissCost>,
+}
+
+/// What a cache miss costs besides storage bandwidth, on the job's own cores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissCost {
+    /// CPU-seconds per sample with the dataset cached, at each core count the CPU sweep measured.
+    pub cpu_s_per_sample: Vec<CostPoint>,
+    /// Extra CPU-seconds per miss: the read path, page faults and reclaim, on the same cores as
+    /// preprocessing.
+    pub cpu_s_per_miss: f64,
+    /// Seconds a loader is blocked per miss while the device reads (its core idles unless the grant has
+    /// more loaders than cores).
+    pub wait_s_per_miss: f64,
+}
+
+/// CPU-seconds per sample at one core count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// CPU-seconds per sample.
+    pub cpu_s_per_sample: f64,
+}
+
+impl MissCost {
+    /// CPU-seconds per sample, cached, at `cpus` (linear between measured core counts, flat outside).
+    pub fn cached_cpu_s_per_sample(&self, cpus: f64) -> f64 {
+        let pts = &self.cpu_s_per_sample;
+        match (pts.first(), pts.last()) {
+            (Some(f), _) if cpus <= f.cpus => f.cpu_s_per_sample,
+            (_, Some(l)) if cpus >= l.cpus => l.cpu_s_per_sample,
+            (Some(_), Some(_)) => {
+                let i = pts.windows(2).position(|w| cpus <= w[1].cpus).unwrap_or(0);
+                let (a, b) = (pts[i], pts[i + 1]);
+                let f = (cpus - a.cpus) / (b.cpus - a.cpus);
+                a.cpu_s_per_sample + f * (b.cpu_s_per_sample - a.cpu_s_per_sample)
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// P(c, h): the preprocessing rate at `cpus` cores and hit ratio `h`, no faster than `cached` (the
+    /// measured rate with everything cached). The cores bound it at c / (cpu per sample + misses' CPU);
+    /// the ceil(c) loaders, each blocked for the device on a miss, bound it at ceil(c) / (that + wait).
+    pub fn preprocess_rate(&self, cpus: f64, h: f64, cached: f64) -> f64 {
+        let miss = 1.0 - h.clamp(0.0, 1.0);
+        let cpu = self.cached_cpu_s_per_sample(cpus) + miss * self.cpu_s_per_miss;
+        if cpu <= 0.0 {
+            return cached;
+        }
+        let by_cores = cpus / cpu;
+        let by_loaders = cpus.ceil().max(1.0) / (cpu + miss * self.wait_s_per_miss);
+        cached.min(by_cores).min(by_loaders)
+    }
 }
 
 /// Memory the workload used besides its cache at one core count.
@@ -349,9 +435,33 @@ impl StallModel {
         memory_bytes: f64,
         hit: &mut dyn FnMut(f64) -> f64,
     ) -> Prediction {
+        self.predict_using(cpus, memory_bytes, hit, self.miss_cost.as_ref())
+    }
+
+    /// T(c, m) as if misses cost storage bandwidth only (the published DS-Analyzer model).
+    pub fn predict_without_miss_cost(
+        &self,
+        cpus: f64,
+        memory_bytes: f64,
+        hit: &mut dyn FnMut(f64) -> f64,
+    ) -> Prediction {
+        self.predict_using(cpus, memory_bytes, hit, None)
+    }
+
+    fn predict_using(
+        &self,
+        cpus: f64,
+        memory_bytes: f64,
+        hit: &mut dyn FnMut(f64) -> f64,
+        miss_cost: Option<&MissCost>,
+    ) -> Prediction {
         let h = hit(self.cache_bytes(cpus, memory_bytes));
         let g = self.accelerator_samples_per_s;
-        let p = self.cpu.at(cpus);
+        let cached = self.cpu.at(cpus);
+        let p = match miss_cost {
+            Some(mc) => mc.preprocess_rate(cpus, h, cached),
+            None => cached,
+        };
         let f = self.fetch.rate(h);
         // Measured P already includes G (min(G, P)); call it accelerator-bound when within 1% of G.
         let (mut t, mut stage) = if p >= 0.99 * g {
@@ -437,6 +547,7 @@ mod tests {
         let f = FetchModel {
             mean_sample_bytes: 100e3,
             storage_bytes_per_s: Some(20e6),
+            storage_lower_bound: false,
             memory_bytes_per_s: 5e9,
         };
         assert!((f.rate(0.0) - 200.0).abs() < 1e-9);
@@ -457,6 +568,7 @@ mod tests {
             fetch: FetchModel {
                 mean_sample_bytes: 1.0,
                 storage_bytes_per_s: None,
+                storage_lower_bound: false,
                 memory_bytes_per_s: 1.0,
             },
             footprint_bytes: 300,
@@ -472,6 +584,7 @@ mod tests {
             ],
             dataset_bytes: 1,
             hit_model: HitModel::Minio,
+            miss_cost: None,
         };
         assert_eq!(m.footprint_at(0.5), 100.0);
         assert_eq!(m.footprint_at(1.5), 200.0);
@@ -497,12 +610,14 @@ mod tests {
             fetch: FetchModel {
                 mean_sample_bytes: 100e3,
                 storage_bytes_per_s: Some(20e6),
+                storage_lower_bound: false,
                 memory_bytes_per_s: 5e9,
             },
             footprint_bytes: 100 << 20,
             footprint_points: Vec::new(),
             dataset_bytes: 200 << 20,
             hit_model: HitModel::Minio,
+            miss_cost: None,
         };
         let d = m.dataset_bytes as f64;
         let mut minio = |c: f64| minio_hit_ratio(c, d);
@@ -514,5 +629,60 @@ mod tests {
         let p = m.predict_with(2.0, m.footprint_bytes as f64, &mut minio);
         assert_eq!(p.limited_by, Stage::Fetch);
         assert!((p.samples_per_s - 200.0).abs() < 1e-6);
+    }
+
+    fn miss_cost() -> MissCost {
+        MissCost {
+            cpu_s_per_sample: vec![
+                CostPoint {
+                    cpus: 0.5,
+                    cpu_s_per_sample: 2.5e-3,
+                },
+                CostPoint {
+                    cpus: 2.0,
+                    cpu_s_per_sample: 2.3e-3,
+                },
+            ],
+            cpu_s_per_miss: 0.2e-3,
+            wait_s_per_miss: 0.1e-3,
+        }
+    }
+
+    #[test]
+    fn misses_slow_a_cpu_bound_job_and_not_one_with_cpu_to_spare() {
+        let mc = miss_cost();
+        assert!((mc.cached_cpu_s_per_sample(1.25) - 2.4e-3).abs() < 1e-12);
+        assert_eq!(mc.cached_cpu_s_per_sample(8.0), 2.3e-3);
+        // One core, CPU-bound at 400/s cached: every miss adds 0.2 ms of CPU and 0.1 ms of a blocked
+        // loader.
+        let cached = 400.0;
+        assert_eq!(mc.preprocess_rate(1.0, 1.0, cached), 400.0);
+        let cold = mc.preprocess_rate(1.0, 0.0, cached);
+        let cpu_1 = mc.cached_cpu_s_per_sample(1.0);
+        assert!((cold - 1.0 / (cpu_1 + 0.3e-3)).abs() < 1e-9, "{cold}");
+        // Half a core with one loader: the loader's waits fit in the time the quota leaves idle.
+        let half = mc.preprocess_rate(0.5, 0.0, 200.0);
+        assert!((half - 0.5 / (2.5e-3 + 0.2e-3)).abs() < 1e-9, "{half}");
+        // Two cores capped by the accelerator at 600/s need 1.4 cores: misses are free.
+        assert_eq!(mc.preprocess_rate(2.0, 0.0, 600.0), 600.0);
+        // More hits, never slower.
+        let mut last = 0.0;
+        for k in 0..=10 {
+            let p = mc.preprocess_rate(1.5, k as f64 / 10.0, 620.0);
+            assert!(p >= last);
+            last = p;
+        }
+    }
+
+    #[test]
+    fn the_fixed_subset_share_is_fitted_by_least_squares() {
+        // Measured exactly a quarter of the way from LRU to a fixed subset at two cache sizes.
+        let pts = [(0.15, 0.5, 0.2375), (0.40, 0.75, 0.4875)];
+        assert!((fit_fixed_subset_share(&pts) - 0.25).abs() < 1e-12);
+        // Below LRU clamps to LRU, above the subset to the subset; indistinct curves give LRU.
+        assert_eq!(fit_fixed_subset_share(&[(0.2, 0.5, 0.1)]), 0.0);
+        assert_eq!(fit_fixed_subset_share(&[(0.2, 0.5, 0.9)]), 1.0);
+        assert_eq!(fit_fixed_subset_share(&[(1.0, 1.0, 1.0)]), 0.0);
+        assert_eq!(between_lru_and_fixed_subset(0.2, 0.6, 0.5), 0.4);
     }
 }

@@ -168,6 +168,7 @@ fn budget_of(alloc: &Allocation) -> Budget {
         cpu_list: Some(alloc.cores.clone()),
         mem_limit: Some(alloc.memory),
         read_limit: None,
+        count_reads_on: None,
     }
 }
 

@@ -192,8 +192,7 @@ impl Domain for AffinityDomain {
         let s = DomainStats {
             cpu_seconds: ticks as f64 / clock_ticks(),
             storage_read_bytes: read,
-            page_cache_bytes: None,
-            memory_bytes: None,
+            ..DomainStats::default()
         };
         self.last.set(s);
         s
@@ -260,6 +259,7 @@ mod tests {
             cpu_list: None,
             mem_limit: None,
             read_limit: None,
+            count_reads_on: None,
         }
     }
 

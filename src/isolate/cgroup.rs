@@ -29,6 +29,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long `destroy` waits for killed tasks to leave the cgroup.
+/// The read "limit" that only makes cgroup v1 count a domain's reads: 1 PB/s, far above any device.
+const COUNTING_ONLY_BYTES_PER_S: f64 = 1e15;
 const KILL_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long `destroy` retries `rmdir` while the kernel still reports the cgroup busy.
 const RMDIR_TIMEOUT: Duration = Duration::from_secs(1);
@@ -550,6 +552,18 @@ fn keyed(text: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// CFS periods throttled, summed over every cgroup above `dir` in its hierarchy that has a `cpu.stat`.
+fn enclosing_throttled(dir: &Path) -> Option<u64> {
+    let mut sum = None;
+    for d in dir.ancestors().skip(1) {
+        let Ok(t) = fs::read_to_string(d.join("cpu.stat")) else {
+            break;
+        };
+        *sum.get_or_insert(0) += keyed(&t, "nr_throttled").unwrap_or(0);
+    }
+    sum
+}
+
 /// Bytes read over every device in v1 `blkio.throttle.io_service_bytes`: lines are `MAJ:MIN Read N`,
 /// `MAJ:MIN Write N`, ..., and a final `Total N` over every operation (which must not be counted).
 fn v1_read_bytes(text: &str) -> u64 {
@@ -640,11 +654,19 @@ impl CgroupDomain {
                 .map_err(|e| cg_err(format!("setting the memory limit to {limit} bytes"), e))?;
             self.mem_limited = budget.mem_limit.is_some();
         }
-        let new_dev = budget.read_limit.map(|(d, _)| d);
+        // v1 counts reads only where a throttle rule exists: a rule far above any device's speed makes
+        // it count without limiting anything.
+        let counting = budget
+            .count_reads_on
+            .filter(|_| self.kind == IsolationKind::CgroupV1 && budget.read_limit.is_none())
+            .filter(|_| self.cg.controller_of::<BlkIoController>().is_some())
+            .map(|d| (d, BytesPerSec(COUNTING_ONLY_BYTES_PER_S)));
+        let read_rule = budget.read_limit.or(counting);
+        let new_dev = read_rule.map(|(d, _)| d);
         if let Some(old) = self.read_dev.filter(|d| Some(*d) != new_dev) {
             self.clear_read_limit(old)?;
         }
-        if let Some((dev, rate)) = budget.read_limit {
+        if let Some((dev, rate)) = read_rule {
             let blk = self.cg.controller_of::<BlkIoController>().ok_or_else(|| {
                 IsolateError::Budget("a storage read limit needs the blkio/io controller".into())
             })?;
@@ -822,6 +844,14 @@ impl Domain for CgroupDomain {
             let mem = fs::read_to_string(dir.join("memory.stat")).ok();
             s.page_cache_bytes = mem.as_deref().and_then(|t| keyed(t, "file"));
             s.memory_bytes = read_trim(&dir.join("memory.current")).and_then(|v| v.parse().ok());
+            s.oom_kills = fs::read_to_string(dir.join("memory.events"))
+                .ok()
+                .and_then(|t| keyed(&t, "oom_kill"));
+            if let Some(t) = cpu.as_deref() {
+                s.throttled_periods = keyed(t, "nr_throttled");
+                s.throttled_s = keyed(t, "throttled_usec").map(|us| us as f64 / 1e6);
+            }
+            s.enclosing_throttled_periods = enclosing_throttled(dir);
         } else {
             s.cpu_seconds = self
                 .dir_of::<cgroups_rs::fs::cpuacct::CpuAcctController>()
@@ -841,6 +871,16 @@ impl Domain for CgroupDomain {
                     .and_then(|t| keyed(t, "total_cache").or_else(|| keyed(t, "cache")));
                 s.memory_bytes =
                     read_trim(&d.join("memory.usage_in_bytes")).and_then(|v| v.parse().ok());
+                s.oom_kills = fs::read_to_string(d.join("memory.oom_control"))
+                    .ok()
+                    .and_then(|t| keyed(&t, "oom_kill"));
+            }
+            if let Some(d) = self.dir_of::<CpuController>() {
+                if let Ok(t) = fs::read_to_string(d.join("cpu.stat")) {
+                    s.throttled_periods = keyed(&t, "nr_throttled");
+                    s.throttled_s = keyed(&t, "throttled_time").map(|ns| ns as f64 / 1e9);
+                }
+                s.enclosing_throttled_periods = enclosing_throttled(d);
             }
         }
         s
@@ -1107,6 +1147,7 @@ mod tests {
             cpu_list: None,
             mem_limit: None,
             read_limit: None,
+            count_reads_on: None,
         }
     }
 

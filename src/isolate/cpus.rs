@@ -171,6 +171,7 @@ mod tests {
             cpu_list: list,
             mem_limit: None,
             read_limit: None,
+            count_reads_on: None,
         }
     }
 

@@ -55,6 +55,10 @@ pub struct Budget {
     pub mem_limit: Option<Bytes>,
     /// Storage read-bandwidth limit on one device; `None` leaves storage unthrottled.
     pub read_limit: Option<(BlockDevice, BytesPerSec)>,
+    /// A device whose reads should be counted even without a limit (a trial's dataset disk). cgroup v1
+    /// counts reads only in groups with a throttle rule, so there this installs one far above any
+    /// device's speed; other backends count reads anyway.
+    pub count_reads_on: Option<BlockDevice>,
 }
 
 /// Resource use of a domain since it was created.
@@ -68,6 +72,15 @@ pub struct DomainStats {
     pub page_cache_bytes: Option<u64>,
     /// Memory charged to the domain now (resident plus cache), when the backend can tell.
     pub memory_bytes: Option<u64>,
+    /// Tasks the kernel's OOM killer killed in the domain, when the backend can tell.
+    pub oom_kills: Option<u64>,
+    /// CFS periods in which the domain's own quota throttled it.
+    pub throttled_periods: Option<u64>,
+    /// Time its own quota held it throttled, seconds.
+    pub throttled_s: Option<f64>,
+    /// CFS periods in which a cgroup above the domain was throttled (a CPU quota on synergy itself or on
+    /// whatever runs it): the domain then gets less than its grant whatever its own quota says.
+    pub enclosing_throttled_periods: Option<u64>,
 }
 
 /// What the launcher does in a forked child before `exec`, so that no instruction of the workload runs

@@ -114,6 +114,58 @@ where
     Ok(total.into_inner())
 }
 
+/// What reading files from storage cost one thread, per file: wall time and the thread's CPU time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ColdReads {
+    /// Files read.
+    pub files: usize,
+    /// Wall seconds per file.
+    pub wall_s_per_file: f64,
+    /// CPU seconds of the reading thread per file.
+    pub cpu_s_per_file: f64,
+}
+
+impl ColdReads {
+    /// Seconds per file the thread was blocked, waiting for the device.
+    pub fn wait_s_per_file(&self) -> f64 {
+        (self.wall_s_per_file - self.cpu_s_per_file).max(0.0)
+    }
+}
+
+/// Evicts the files, then reads each whole, one after another on this thread, as a data loader does on
+/// a miss; the files are evicted again afterwards. The time the thread was blocked is how long a loader
+/// waits per miss.
+pub fn time_cold_reads<I>(paths: I) -> std::io::Result<ColdReads>
+where
+    I: IntoIterator,
+    I::Item: AsRef<Path>,
+{
+    let paths = collect(paths);
+    evict(&paths)?;
+    let cpu_now = || nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID);
+    let secs = |t: nix::sys::time::TimeSpec| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9;
+    let (t0, c0) = (
+        std::time::Instant::now(),
+        cpu_now().map_err(std::io::Error::from)?,
+    );
+    let mut buf = Vec::new();
+    for path in &paths {
+        buf.clear();
+        File::open(path)
+            .and_then(|mut f| f.read_to_end(&mut buf))
+            .map_err(|e| with_path(path, e))?;
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = secs(cpu_now().map_err(std::io::Error::from)?) - secs(c0);
+    evict(&paths)?;
+    let n = paths.len().max(1) as f64;
+    Ok(ColdReads {
+        files: paths.len(),
+        wall_s_per_file: wall / n,
+        cpu_s_per_file: cpu.max(0.0) / n,
+    })
+}
+
 /// Measures how much of the files is in the page cache (`mmap` + `mincore` per file; nothing is read,
 /// so measuring does not change the answer). Zero-length files count for nothing.
 pub fn residency<I>(paths: I) -> std::io::Result<Residency>

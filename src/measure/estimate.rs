@@ -27,6 +27,14 @@ pub struct EstimatorConfig {
     /// cold only until the dataset comes round again).
     #[serde(default)]
     pub first_epoch_only: bool,
+    /// Measure whole epochs: the window starts where an epoch starts and the trial stops where one ends,
+    /// once the window is at least `min_measure_s` long (`rel_precision` does not apply, see
+    /// [`Estimator::converged`]). A workload whose cache hits cluster within an epoch (an LRU-like page
+    /// cache under per-epoch shuffling hits early and misses late) is otherwise over- or
+    /// under-estimated by a window that covers part of one. Needs progress lines that carry `epoch`;
+    /// without them it has no effect.
+    #[serde(default)]
+    pub whole_epochs: bool,
 }
 
 fn unbounded() -> f64 {
@@ -44,6 +52,7 @@ impl Default for EstimatorConfig {
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
+            whole_epochs: false,
         }
     }
 }
@@ -63,6 +72,10 @@ pub struct Estimate {
     pub warmup_s: f64,
     /// Where the measured window starts, in the time base of the observations.
     pub window_start_s: f64,
+    /// Whole epochs the window covers when it was asked to measure whole epochs (0: the window covers
+    /// part of one, or epochs were not asked for).
+    #[serde(default)]
+    pub whole_epochs: u64,
 }
 
 impl Estimate {
@@ -120,6 +133,8 @@ pub struct Estimator {
     cfg: EstimatorConfig,
     obs: Vec<Obs>,
     epoch_ended: bool,
+    /// Whether any step said which epoch it belongs to.
+    saw_epoch: bool,
 }
 
 /// Fewest batches the interval is computed from: fewer make Student's t too wide to be useful.
@@ -134,6 +149,7 @@ impl Estimator {
             cfg,
             obs: Vec::new(),
             epoch_ended: false,
+            saw_epoch: false,
         }
     }
 
@@ -144,6 +160,7 @@ impl Estimator {
 
     /// Records a step of `samples` that finished `t_s` seconds after the trial started.
     pub fn push_step(&mut self, t_s: f64, samples: f64, epoch: Option<u64>) {
+        self.saw_epoch |= epoch.is_some();
         let epoch = epoch.unwrap_or(0);
         if self.cfg.first_epoch_only {
             let first = match self.obs.first() {
@@ -217,7 +234,36 @@ impl Estimator {
         if idx >= self.obs.len() {
             return None;
         }
+        let by_epoch = matches!(self.obs[idx], Obs::Step { epoch, .. }
+            if epoch >= first_epoch + self.cfg.warmup_epochs);
+        if self.whole_epoch_mode() && by_epoch {
+            // The window opens where an epoch starts: at idx if it is the first step of its epoch, else
+            // at the next epoch's first step. The origin is the step before it.
+            let epoch_at = |i: usize| match self.obs[i] {
+                Obs::Step { epoch, .. } => epoch,
+                Obs::Rate { .. } => 0,
+            };
+            let start = (idx..self.obs.len()).find(|&i| i >= 1 && epoch_at(i) > epoch_at(i - 1))?;
+            return Some(start - 1);
+        }
         Some(idx + self.mser_truncation(idx))
+    }
+
+    /// Whether windows follow epochs: asked for, and the workload says which epoch each step is in.
+    fn whole_epoch_mode(&self) -> bool {
+        self.cfg.whole_epochs && self.saw_epoch
+    }
+
+    /// In whole-epoch mode, how many leading observations of `window` make up its complete epochs, and
+    /// how many epochs that is; `None` while the window is still inside its first epoch.
+    fn complete_epochs(&self, window: &[Obs]) -> Option<(usize, u64)> {
+        let epoch = |o: &Obs| match o {
+            Obs::Step { epoch, .. } => *epoch,
+            Obs::Rate { .. } => 0,
+        };
+        let last = epoch(window.last()?);
+        let cut = window.iter().position(|o| epoch(o) == last)?;
+        (cut > 0).then(|| (cut, last - epoch(&window[0])))
     }
 
     /// Extra observations to drop after the fixed warm-up, chosen by MSER-5: the truncation point that
@@ -278,7 +324,15 @@ impl Estimator {
         let origin = self.warmup_end()?;
         let first_t = Self::t_of(&self.obs[0]);
         let origin_t = Self::t_of(&self.obs[origin]);
-        let window = &self.obs[origin + 1..];
+        let mut window = &self.obs[origin + 1..];
+        let mut whole_epochs = 0;
+        if self.whole_epoch_mode() {
+            // The epoch still running stays out once one has completed.
+            if let Some((cut, epochs)) = self.complete_epochs(window) {
+                window = &window[..cut];
+                whole_epochs = epochs;
+            }
+        }
         if window.len() < MIN_BATCHES {
             return None;
         }
@@ -287,8 +341,13 @@ impl Estimator {
         if n_batches < MIN_BATCHES {
             return None;
         }
-        // Only whole batches count, so the window ends at the last whole batch.
-        let used = &window[..n_batches * per_batch];
+        // Only whole batches count, so the window ends at the last whole batch; a window of whole epochs
+        // keeps its short last batch instead, so that it ends where the epoch does.
+        let used = if whole_epochs > 0 {
+            window
+        } else {
+            &window[..n_batches * per_batch]
+        };
         let end_t = Self::t_of(&used[used.len() - 1]);
         let measured_s = end_t - origin_t;
         if measured_s <= 0.0 {
@@ -349,13 +408,23 @@ impl Estimator {
             measured_s,
             warmup_s: origin_t - first_t,
             window_start_s: origin_t,
+            whole_epochs,
         })
     }
 
-    /// Whether the estimate is precise enough, and measured for long enough, to stop.
+    /// Whether the estimate is precise enough, and measured for long enough, to stop. In whole-epoch
+    /// mode a window of at least one whole epoch and the shortest window is enough: throughput then
+    /// varies within each epoch by design (hits early, misses late), so batches of steps spread widely
+    /// while the epoch's mean has no partial-epoch bias left; their interval is still reported, as an
+    /// upper bound on the uncertainty.
     pub fn converged(&self) -> Option<Estimate> {
         self.estimate().filter(|e| {
-            e.measured_s >= self.cfg.min_measure_s && e.rel_half_width() <= self.cfg.rel_precision
+            e.measured_s >= self.cfg.min_measure_s
+                && if self.whole_epoch_mode() {
+                    e.whole_epochs > 0
+                } else {
+                    e.rel_half_width() <= self.cfg.rel_precision
+                }
         })
     }
 }
@@ -389,6 +458,7 @@ mod tests {
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
+            whole_epochs: false,
         }
     }
 
@@ -494,5 +564,53 @@ mod tests {
         let est = e.estimate().unwrap();
         assert!((est.samples_per_s - 100.0).abs() < 0.5);
         assert!(est.rel_half_width() < 0.02);
+    }
+
+    #[test]
+    fn whole_epochs_start_and_end_at_epoch_boundaries() {
+        let mut c = cfg();
+        c.warmup_epochs = 1;
+        c.whole_epochs = true;
+        let mut e = Estimator::new(c);
+        // Epochs of 40 steps that start fast and end slow (hits first, misses later): 0.05 s then 0.15 s
+        // per step of 32 samples, 320 samples/s over a whole epoch.
+        let mut t = 0.0;
+        let mut epoch_of = |e: &mut Estimator, n: u64| {
+            for k in 0..40 {
+                t += if k < 20 { 0.05 } else { 0.15 };
+                e.push_step(t, 32.0, Some(n));
+            }
+        };
+        epoch_of(&mut e, 0);
+        epoch_of(&mut e, 1);
+        // Inside epoch 1 nothing is complete yet: an estimate exists but may not stop the trial.
+        assert!(e.converged().is_none());
+        // Epoch 2 is complete only once a step of epoch 3 says so.
+        epoch_of(&mut e, 2);
+        let est = e.estimate().unwrap();
+        assert_eq!(est.whole_epochs, 1, "{est:?}");
+        assert!((est.samples_per_s - 320.0).abs() < 1e-6, "{est:?}");
+        assert!((est.measured_s - 4.0).abs() < 1e-9, "{est:?}");
+        // Part of epoch 3 does not move the estimate.
+        for _ in 0..10 {
+            t += 0.05;
+            e.push_step(t, 32.0, Some(3));
+        }
+        let est = e.converged().expect("two whole epochs");
+        assert_eq!(est.whole_epochs, 2);
+        assert!((est.samples_per_s - 320.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn whole_epochs_without_epoch_numbers_measure_as_usual() {
+        let mut c = cfg();
+        c.whole_epochs = true;
+        let mut e = Estimator::new(c);
+        let mut t = 0.0;
+        for _ in 0..100 {
+            t += 0.1;
+            e.push_step(t, 32.0, None);
+        }
+        assert!(e.converged().is_some());
     }
 }

@@ -17,6 +17,10 @@ pub struct Telemetry {
     pub storage_read_bytes: Option<u64>,
     /// Storage read rate over the measured window, bytes per second.
     pub storage_read_bytes_per_s: Option<f64>,
+    /// Bytes read from storage per sample over the measured window: with the bytes a miss reads, this
+    /// gives the cache's miss ratio.
+    #[serde(default)]
+    pub storage_read_bytes_per_sample: Option<f64>,
     /// Largest page cache charged to the domain during the trial.
     pub page_cache_peak_bytes: Option<u64>,
     /// Largest memory (resident plus cache) charged to the domain during the trial.

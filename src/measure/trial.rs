@@ -1,6 +1,7 @@
 //! One trial: prepare the dataset and its page cache, create the isolation domain, launch the workload,
 //! read its progress until the throughput is known, then stop everything and report.
 
+use super::contention::{self, Disturbance, HostReading, Reading};
 use super::estimate::{Estimate, Estimator, EstimatorConfig, StopReason};
 use super::progress::{
     self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
@@ -8,7 +9,7 @@ use super::progress::{
 use super::telemetry::{AppCache, GpuSampler, Peaks, Telemetry};
 use crate::cancel::Cancel;
 use crate::error::InputError;
-use crate::isolate::{self, pagecache, Budget, DomainStats, IsolateError, IsolationKind};
+use crate::isolate::{self, pagecache, Budget, IsolateError, IsolationKind};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::launch::{self, LaunchConfig, ProgressStream};
@@ -158,8 +159,20 @@ pub struct TrialResult {
     pub dataset: Option<DatasetReport>,
     /// Resource use.
     pub telemetry: Telemetry,
+    /// What the trial got against what it was granted over its measured window, and whether other work
+    /// took enough of its cores that the result is not this allocation's (absent in results made before
+    /// synergy checked, or when the window was too short to judge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbance: Option<Disturbance>,
     /// Progress lines that did not follow the protocol.
     pub malformed_lines: u64,
+}
+
+impl TrialResult {
+    /// Whether other work on the host took CPU this trial wanted (see [`Disturbance`]).
+    pub fn disturbed(&self) -> bool {
+        self.disturbance.as_ref().is_some_and(|d| d.disturbed)
+    }
 }
 
 /// Why a trial could not give a result.
@@ -174,6 +187,16 @@ pub enum TrialError {
     /// The isolation backend failed.
     #[error(transparent)]
     Isolate(#[from] IsolateError),
+    /// The kernel killed the workload for lack of memory under its limit.
+    #[error("the workload was killed by the kernel's OOM killer ({kills} kill(s)) under a memory limit of {limit}: it needs more memory than that at {cpus} cores; raise --mem")]
+    OutOfMemory {
+        /// The memory limit.
+        limit: Bytes,
+        /// Cores it ran on.
+        cpus: Cores,
+        /// OOM kills counted in its domain.
+        kills: u64,
+    },
     /// The workload exited before a throughput could be estimated.
     #[error("the workload exited ({status}) after {steps} steps, before its throughput could be estimated{tail}")]
     WorkloadExited {
@@ -198,6 +221,7 @@ impl TrialError {
         matches!(
             self,
             TrialError::Input(_)
+                | TrialError::OutOfMemory { .. }
                 | TrialError::Workload(WorkloadError::Input(_))
                 | TrialError::Isolate(IsolateError::Budget(_))
         )
@@ -401,11 +425,17 @@ pub fn run_trial(
     };
 
     let (backend, why) = isolate::detect(req.isolation)?;
+    // Reads are counted even without a limit: a memory-limited trial's hit ratio comes from them.
+    let count_reads_on = match (&read_limit, &data) {
+        (None, Some((dir, _, _))) => isolate::block_device_of(dir).ok(),
+        _ => None,
+    };
     let budget = Budget {
         cpus: req.cpus,
         cpu_list: req.cpu_list.clone(),
         mem_limit: req.mem_limit,
         read_limit,
+        count_reads_on,
     };
     let t0 = Instant::now();
     let mut domain = backend.create(&unique_name(), &budget)?;
@@ -446,11 +476,17 @@ pub fn run_trial(
             let out = observe(req, &mut running, domain.as_mut(), bar, cancel);
             // The domain kills what it holds before the workload is reaped, so no process id it
             // signals can have been reused.
+            let oom = domain.stats().oom_kills.unwrap_or(0);
             let t1 = Instant::now();
             destroyed = domain.destroy();
             teardown_ms = t1.elapsed().as_secs_f64() * 1e3;
             running.stop(Duration::from_millis(500));
             out.map_err(|e| match e {
+                TrialError::WorkloadExited { .. } if oom > 0 => TrialError::OutOfMemory {
+                    limit: req.mem_limit.unwrap_or(Bytes(0)),
+                    cpus: req.cpus,
+                    kills: oom,
+                },
                 TrialError::WorkloadExited { status, steps, .. } => {
                     let tail = running.stderr_tail(2000);
                     let tail = if tail.is_empty() {
@@ -492,6 +528,7 @@ pub fn run_trial(
         },
         dataset: dataset_report,
         telemetry: obs.telemetry,
+        disturbance: obs.disturbance,
         malformed_lines: obs.malformed,
     })
 }
@@ -504,6 +541,7 @@ struct Observation {
     samples: f64,
     duration_s: f64,
     telemetry: Telemetry,
+    disturbance: Option<Disturbance>,
     malformed: u64,
 }
 
@@ -515,6 +553,10 @@ struct Tally {
     malformed: u64,
     /// `(t, hits, misses)` per step that reported application-cache counts.
     cache_steps: Vec<(f64, u64, u64)>,
+    /// The epoch of the latest step, and whether a new one began since the last reading: windows of
+    /// whole epochs start and end there, so the domain is read right then.
+    epoch: Option<u64>,
+    epoch_turned: bool,
 }
 
 impl Tally {
@@ -529,6 +571,10 @@ impl Tally {
             } => {
                 let t = at.duration_since(self.start).as_secs_f64();
                 self.steps += 1;
+                if epoch.is_some() && self.epoch.is_some() && epoch != self.epoch {
+                    self.epoch_turned = true;
+                }
+                self.epoch = epoch.or(self.epoch);
                 self.est.push_step(t, samples, epoch);
                 if cache_hits.is_some() || cache_misses.is_some() {
                     self.cache_steps
@@ -593,8 +639,16 @@ fn observe(
         steps: 0,
         malformed: 0,
         cache_steps: Vec::new(),
+        epoch: None,
+        epoch_turned: false,
     };
-    let mut readings: Vec<(f64, DomainStats)> = Vec::new();
+    let cores = domain.cpu_list().to_vec();
+    let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
+        t_s,
+        domain: domain.stats(),
+        host: HostReading::read(&cores, &domain.pids()),
+    };
+    let mut readings: Vec<Reading> = Vec::new();
     let mut peaks = Peaks::default();
     let visible: Option<Vec<u32>> = std::env::var("CUDA_VISIBLE_DEVICES")
         .ok()
@@ -623,11 +677,12 @@ fn observe(
         }
         let now = Instant::now();
         let elapsed = now.duration_since(start).as_secs_f64();
-        if now.duration_since(last_sample) >= SAMPLE_EVERY {
+        if now.duration_since(last_sample) >= SAMPLE_EVERY || tally.epoch_turned {
             last_sample = now;
-            let s = domain.stats();
-            peaks.observe(&s);
-            readings.push((elapsed, s));
+            tally.epoch_turned = false;
+            let r = read(&*domain, elapsed);
+            peaks.observe(&r.domain);
+            readings.push(r);
             if let Some(g) = gpu.as_mut() {
                 g.sample();
             }
@@ -678,9 +733,9 @@ fn observe(
         ..
     } = tally;
     let duration_s = start.elapsed().as_secs_f64();
-    let final_stats = domain.stats();
-    peaks.observe(&final_stats);
-    readings.push((duration_s, final_stats));
+    let last = read(&*domain, duration_s);
+    peaks.observe(&last.domain);
+    readings.push(last);
 
     let estimate = est.estimate().ok_or_else(|| {
         TrialError::NoEstimate(match stop_reason {
@@ -694,15 +749,21 @@ fn observe(
             ),
         })
     })?;
-    let window_start = estimate.window_start_s;
+    let window = closest(&readings, estimate.window_start_s)
+        .zip(closest(
+            &readings,
+            estimate.window_start_s + estimate.measured_s,
+        ))
+        .filter(|(a, b)| b.t_s - a.t_s > 0.5);
     let telemetry = summarize(
+        window,
+        &estimate,
         &readings,
-        window_start,
-        duration_s,
         &peaks,
         &cache_steps,
         gpu.as_ref(),
     );
+    let disturbance = window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b));
     Ok(Observation {
         estimate,
         stop_reason,
@@ -710,36 +771,41 @@ fn observe(
         samples: est.total_samples(),
         duration_s,
         telemetry,
+        disturbance,
         malformed,
     })
 }
 
+/// The reading taken closest to `t_s`.
+fn closest(readings: &[Reading], t_s: f64) -> Option<&Reading> {
+    readings
+        .iter()
+        .min_by(|a, b| (a.t_s - t_s).abs().total_cmp(&(b.t_s - t_s).abs()))
+}
+
+/// Telemetry over the measured window, between the readings closest to its ends.
 fn summarize(
-    readings: &[(f64, DomainStats)],
-    window_start: f64,
-    end: f64,
+    window: Option<(&Reading, &Reading)>,
+    estimate: &Estimate,
+    readings: &[Reading],
     peaks: &Peaks,
     cache_steps: &[(f64, u64, u64)],
     gpu: Option<&GpuSampler>,
 ) -> Telemetry {
-    let last = readings.last().map(|r| r.1).unwrap_or_default();
-    // The reading closest after the window start stands for the window's beginning.
-    let first = readings
-        .iter()
-        .find(|(t, _)| *t >= window_start)
-        .or(readings.first());
-    let (cpu_cores_used, storage_rate) = match first {
-        Some((t0, s0)) if end - t0 > 0.5 => {
-            let dt = end - t0;
-            let cores = (last.cpu_seconds - s0.cpu_seconds) / dt;
-            let rate = match (last.storage_read_bytes, s0.storage_read_bytes) {
+    let last = readings.last().map(|r| r.domain).unwrap_or_default();
+    let (cpu_cores_used, storage_rate) = match window {
+        Some((a, b)) => {
+            let dt = b.t_s - a.t_s;
+            let cores = (b.domain.cpu_seconds - a.domain.cpu_seconds) / dt;
+            let rate = match (b.domain.storage_read_bytes, a.domain.storage_read_bytes) {
                 (Some(b1), Some(b0)) => Some(b1.saturating_sub(b0) as f64 / dt),
                 _ => None,
             };
             (Some(cores), rate)
         }
-        _ => (None, None),
+        None => (None, None),
     };
+    let window_start = estimate.window_start_s;
     let app_cache = cache_steps.iter().any(|(_, h, m)| h + m > 0).then(|| {
         cache_steps
             .iter()
@@ -754,6 +820,9 @@ fn summarize(
         cpu_cores_used,
         storage_read_bytes: last.storage_read_bytes,
         storage_read_bytes_per_s: storage_rate,
+        storage_read_bytes_per_sample: storage_rate
+            .filter(|_| estimate.samples_per_s > 0.0)
+            .map(|r| r / estimate.samples_per_s),
         page_cache_peak_bytes: peaks.page_cache_bytes,
         memory_peak_bytes: peaks.memory_bytes,
         app_cache,

@@ -1,13 +1,17 @@
-//! The profile file, schema `synergy-profile/1` (DESIGN.md 3.3; docs/profile-format.md): types, a reader
-//! that validates and names the field at fault, an atomic writer, and the long-format CSV export.
+//! The profile file, schema `synergy-profile/1.1` (docs/profile-format.md): types, a reader that
+//! validates and names the field at fault (and still reads `synergy-profile/1`), an atomic writer, and
+//! the long-format CSV export.
 
 use crate::measure::TrialResult;
 use crate::stall::{HitModel, Stage, StallModel};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// The schema name and version this build reads and writes.
-pub const SCHEMA: &str = "synergy-profile/1";
+/// The schema name and version this build writes.
+pub const SCHEMA: &str = "synergy-profile/1.1";
+/// Every schema this build reads: 1.1 only adds fields (the miss cost, the calibrated hit curve,
+/// disturbed trials), so a 1.0 file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 2] = ["synergy-profile/1", SCHEMA];
 
 /// A workload's profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +49,10 @@ pub struct Profile {
     /// Error summaries of the validation points, per hit-ratio model.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub validation_summary: Vec<ErrorSummary>,
+    /// What the reader should know about how far to trust this profile: trials that stayed disturbed,
+    /// the host's speed drifting during the profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Identity of the profiled workload.
@@ -125,6 +133,8 @@ pub enum TrialRole {
     Cpu,
     /// Cold cache at the most cores: the storage fetch rate.
     Fetch,
+    /// A memory-limited trial that calibrates the page-cache hit curve (not counted as validation).
+    Calibration,
     /// A held-out grid point under its real memory constraint.
     Validation,
     /// A grid point measured by `--exhaustive`.
@@ -140,8 +150,19 @@ pub struct ProfileTrial {
     /// Memory of the grid point it stands for, GiB (validation and exhaustive trials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_gib: Option<f64>,
+    /// Times it was run: more than 1 when earlier runs were disturbed by other work on the host.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempts: u32,
     /// The full trial result.
     pub result: TrialResult,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// The fitted model and the hit-ratio tables needed to evaluate it anywhere.
@@ -152,6 +173,43 @@ pub struct FittedModel {
     pub stall: StallModel,
     /// Hit ratio against cache bytes for both models, at fine steps (linear in between).
     pub hit_ratios: Vec<HitRatioRow>,
+    /// How the page-cache column was calibrated (absent for application caches and before 1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_curve: Option<HitCurveFit>,
+}
+
+/// The page-cache hit curve fitted to calibration trials: LRU plus a share of the gap to a fixed subset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HitCurveFit {
+    /// `lru-to-fixed-subset`: h = LRU + share x (fixed subset - LRU).
+    pub family: String,
+    /// The fitted share: 0 is LRU, 1 a fixed subset.
+    pub fixed_subset_share: f64,
+    /// The calibration trials it was fitted to.
+    pub points: Vec<CalibrationPoint>,
+    /// Why this curve, in words.
+    pub chosen_because: String,
+}
+
+/// A memory-limited trial's hit ratio against the candidate curves.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationPoint {
+    /// Cores it ran on.
+    pub cpus: f64,
+    /// Its memory limit, GiB.
+    pub memory_gib: f64,
+    /// Cache bytes that left besides the footprint.
+    pub cache_bytes: u64,
+    /// Hit ratio measured from its storage reads over whole epochs.
+    pub measured: f64,
+    /// LRU's hit ratio at that cache.
+    pub lru: f64,
+    /// A fixed subset's.
+    pub fixed_subset: f64,
+    /// The fitted curve's.
+    pub fitted: f64,
 }
 
 /// Hit ratios of both cache models at one cache size.
@@ -162,17 +220,29 @@ pub struct HitRatioRow {
     pub cache_bytes: u64,
     /// Fixed-subset cache.
     pub minio: f64,
-    /// LRU under per-epoch shuffling.
+    /// The OS page cache: LRU under per-epoch shuffling, calibrated towards a fixed subset by
+    /// [`FittedModel::hit_curve`] where there is one.
     pub page_cache: f64,
+    /// Uncalibrated LRU (1.1; before, `page_cache` is LRU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lru: Option<f64>,
 }
 
 impl FittedModel {
     /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
     pub fn hit_ratio(&self, model: HitModel, cache_bytes: f64) -> f64 {
-        let pick = |r: &HitRatioRow| match model {
+        self.column(cache_bytes, |r| match model {
             HitModel::Minio => r.minio,
             HitModel::PageCache => r.page_cache,
-        };
+        })
+    }
+
+    /// Uncalibrated LRU's hit ratio at `cache_bytes`.
+    pub fn lru_hit_ratio(&self, cache_bytes: f64) -> f64 {
+        self.column(cache_bytes, |r| r.lru.unwrap_or(r.page_cache))
+    }
+
+    fn column(&self, cache_bytes: f64, pick: impl Fn(&HitRatioRow) -> f64) -> f64 {
         let rows = &self.hit_ratios;
         let Some(first) = rows.first() else {
             return 0.0;
@@ -201,6 +271,20 @@ impl FittedModel {
         let m = model.unwrap_or(self.stall.hit_model);
         self.stall
             .predict_with(cpus, memory_bytes, &mut |c| self.hit_ratio(m, c))
+    }
+
+    /// T(c, m) as the published DS-Analyzer model has it, for comparison: the workload's cache model
+    /// with an uncalibrated LRU page cache, and misses that cost storage bandwidth only.
+    pub fn predict_ds_analyzer(&self, cpus: f64, memory_bytes: f64) -> crate::stall::Prediction {
+        let page_cache = self.stall.hit_model == HitModel::PageCache;
+        self.stall
+            .predict_without_miss_cost(cpus, memory_bytes, &mut |c| {
+                if page_cache {
+                    self.lru_hit_ratio(c)
+                } else {
+                    self.hit_ratio(HitModel::Minio, c)
+                }
+            })
     }
 }
 
@@ -343,6 +427,10 @@ pub struct ValidationPoint {
     pub predicted_minio: f64,
     /// Predicted with the page-cache hit model.
     pub predicted_page_cache: f64,
+    /// Predicted by the published DS-Analyzer model ([`FittedModel::predict_ds_analyzer`]); absent
+    /// before 1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ds_analyzer: Option<f64>,
     /// `validation` or `exhaustive`.
     pub role: TrialRole,
 }
@@ -354,6 +442,11 @@ impl ValidationPoint {
             HitModel::Minio => self.predicted_minio,
             HitModel::PageCache => self.predicted_page_cache,
         };
+        self.error_of(p)
+    }
+
+    /// Relative error of a prediction `p` of this point.
+    pub fn error_of(&self, p: f64) -> f64 {
         (p - self.measured).abs() / self.measured.max(1e-9)
     }
 }
@@ -364,6 +457,10 @@ impl ValidationPoint {
 pub struct ErrorSummary {
     /// The model.
     pub hit_model: HitModel,
+    /// The published DS-Analyzer model (LRU page cache, misses cost bandwidth only) rather than this
+    /// project's, for comparison.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ds_analyzer: bool,
     /// Points.
     pub points: usize,
     /// Median relative error.
@@ -412,12 +509,15 @@ impl Profile {
             )
         })?;
         match value.get("schema").and_then(|s| s.as_str()) {
-            Some(SCHEMA) => {}
+            Some(s) if READABLE_SCHEMAS.contains(&s) => {}
             Some(other) => {
                 return Err(InputError::field(
                     origin,
                     "schema",
-                    format!("`{other}` is not supported; this synergy reads `{SCHEMA}`"),
+                    format!(
+                        "`{other}` is not supported; this synergy reads {}",
+                        READABLE_SCHEMAS.map(|s| format!("`{s}`")).join(" and ")
+                    ),
                 )
                 .into())
             }
@@ -758,6 +858,7 @@ mod tests {
             },
             validation: Vec::new(),
             validation_summary: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

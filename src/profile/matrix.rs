@@ -142,25 +142,30 @@ mod tests {
                 fetch: FetchModel {
                     mean_sample_bytes: 1e5,
                     storage_bytes_per_s: Some(30e6),
+                    storage_lower_bound: false,
                     memory_bytes_per_s: 5e9,
                 },
                 footprint_bytes: 1 << 30,
                 footprint_points: Vec::new(),
                 dataset_bytes: d,
                 hit_model: HitModel::Minio,
+                miss_cost: None,
             },
             hit_ratios: vec![
                 HitRatioRow {
                     cache_bytes: 0,
                     minio: 0.0,
                     page_cache: 0.0,
+                    lru: None,
                 },
                 HitRatioRow {
                     cache_bytes: d,
                     minio: 1.0,
                     page_cache: 1.0,
+                    lru: None,
                 },
             ],
+            hit_curve: None,
         }
     }
 
@@ -238,6 +243,7 @@ mod tests {
                     cache_bytes: d * k / 10,
                     minio: k as f64 / 10.0,
                     page_cache: if k == 10 { 1.0 } else { h },
+                    lru: None,
                 });
             }
             let model = FittedModel {
@@ -247,6 +253,7 @@ mod tests {
                     fetch: FetchModel {
                         mean_sample_bytes: rng.random_range(1e3..1e6),
                         storage_bytes_per_s: Some(rng.random_range(1e6..1e9)),
+                        storage_lower_bound: false,
                         memory_bytes_per_s: 1e10,
                     },
                     footprint_bytes: 1 << 29,
@@ -257,8 +264,10 @@ mod tests {
                     } else {
                         HitModel::PageCache
                     },
+                    miss_cost: None,
                 },
                 hit_ratios: rows,
+                hit_curve: None,
             };
             let cpus = auto_cpu_axis(rng.random_range(2.0..32.0));
             let mem = auto_memory_axis(1 << 29, d);

@@ -1,36 +1,66 @@
-//! Optimistic profiling (DS-Analyzer's differential measurement, improved): one synthetic trial for the
-//! accelerator rate G, a CPU sweep with the dataset cached that bisects towards where throughput changes
-//! and skips every point its measured neighbours already bound, and one cold trial for the fetch rate.
-//! The memory axis comes from the model; `--validate` and `--exhaustive` measure grid points under their
-//! real constraint to prove it. Every finished trial is journaled at once, so `--resume` continues an
-//! interrupted profile without measuring anything twice.
+//! Optimistic profiling (DS-Analyzer's differential measurement, improved). The plan runs in stages, each
+//! its own function below, in the order a profile tells its story:
+//!
+//! 1. [`cpu_sweep`]: the CPU axis with the dataset cached, bisecting towards where throughput changes
+//!    and skipping every point its measured neighbours already bound;
+//! 2. [`accelerator`]: one synthetic trial for the accelerator's rate G;
+//! 3. [`cold_fetch`]: one cold trial for the storage rate and the CPU a miss costs, and a timed read of
+//!    evicted files for how long a miss blocks a loader;
+//! 4. [`calibrate`]: for page-cache workloads, memory-limited trials that place the kernel's hit curve
+//!    between LRU and a fixed subset;
+//! 5. [`fit`]: the model, its hit-ratio tables, then the matrix;
+//! 6. [`validate`]: held-out (and, with `--exhaustive`, all) grid points under their real constraint.
+//!
+//! Trials that other work on the host disturbed are run again after the host quietens (bounded), and any
+//! that stay disturbed are listed in the profile's warnings. Every finished trial is journaled at once,
+//! so `--resume` continues an interrupted profile without measuring anything twice.
 
 use super::file::{
-    DatasetInfo, ErrorSummary, FittedModel, HitRatioRow, HostInfo, Profile, ProfileError,
-    ProfileTrial, ServerShape, TrialRole, ValidationPoint, WorkloadInfo, SCHEMA,
+    CalibrationPoint, DatasetInfo, ErrorSummary, FittedModel, HitCurveFit, HitRatioRow, HostInfo,
+    Profile, ProfileError, ProfileTrial, ServerShape, TrialRole, ValidationPoint, WorkloadInfo,
+    SCHEMA,
 };
 use super::matrix;
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{pagecache, IsolationKind};
+use crate::measure::contention::HostReading;
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
 use crate::stall::{
-    minio_hit_ratio, CpuCurve, CpuPoint, FetchModel, FootprintPoint, HitModel, LruSim, StallModel,
+    between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, CostPoint, CpuCurve,
+    CpuPoint, FetchModel, FootprintPoint, HitModel, LruSim, MissCost, StallModel,
 };
 use crate::units::{Bytes, BytesPerSec, Cores};
+use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::spec::CacheKind;
-use crate::workload::{dataset, WorkloadSpec};
+use crate::workload::WorkloadSpec;
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const GIB: f64 = (1u64 << 30) as f64;
-/// Confidence half-width, relative, at which a validation or exhaustive trial stops.
-const VALIDATION_PRECISION: f64 = 0.04;
-/// Longest first epoch a validation trial waits out before measuring, seconds.
+/// Confidence half-width, relative, at which a memory-limited trial stops.
+const CONSTRAINED_PRECISION: f64 = 0.04;
+/// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
+/// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
+/// what it kept to the active list, from the third on it repeats.
+const PAGE_CACHE_WARMUP_EPOCHS: u64 = 2;
+/// An application cache keeps what the first epoch put in it.
+const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
+/// Where the calibration trials put the cache, as fractions of the dataset: about where LRU and a fixed
+/// subset differ most (their gap peaks near 60%), one on each side.
+const CALIBRATION_FRACTIONS: [f64; 2] = [0.45, 0.75];
+/// Runs of a trial that keeps being disturbed before the profile gives up and says so.
+const MAX_ATTEMPTS: u32 = 3;
+/// Longest wait for the host to quieten before a disturbed trial runs again.
+const QUIET_WAIT: Duration = Duration::from_secs(30);
+/// Files read to time a miss's wait.
+const PROBE_FILES: usize = 64;
+/// A cold trial this far below the cached pipeline's rate (misses' CPU included) was held up by storage.
+const FETCH_BOUND: f64 = 0.95;
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -82,7 +112,6 @@ struct Journal {
     path: PathBuf,
     done: HashMap<String, ProfileTrial>,
     order: Vec<ProfileTrial>,
-    reused: usize,
 }
 
 impl Journal {
@@ -119,7 +148,6 @@ impl Journal {
             path,
             done,
             order: Vec::new(),
-            reused: 0,
         })
     }
 
@@ -171,12 +199,13 @@ fn key_of(role: TrialRole, memory_gib: Option<f64>, req: &TrialRequest) -> Strin
     )
 }
 
-/// Runs trials through the journal and keeps the progress bar moving.
+/// Runs trials through the journal, runs disturbed ones again, and keeps the progress bar moving.
 struct Runner<'a> {
     journal: Journal,
     bar: &'a ProgressBar,
     cancel: &'a Cancel,
     isolation: Option<IsolationKind>,
+    warnings: Vec<String>,
 }
 
 impl Runner<'_> {
@@ -189,23 +218,76 @@ impl Runner<'_> {
         req.isolation = self.isolation;
         let k = key_of(role, memory_gib, &req);
         if let Some(t) = self.journal.done.get(&k) {
-            self.journal.reused += 1;
             self.journal.order.push(t.clone());
             self.bar.inc(1);
             return Ok(t.result.clone());
         }
-        self.bar
-            .set_message(format!("{role:?} trial at {} cores", req.cpus));
-        let result = measure::run_trial(&req, self.bar, self.cancel)?;
+        let what = format!(
+            "{} trial at {} cores{}",
+            role_name(role),
+            req.cpus,
+            memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
+        );
+        let mut attempts = 0;
+        let result = loop {
+            attempts += 1;
+            self.bar.set_message(what.clone());
+            let r = measure::run_trial(&req, self.bar, self.cancel)?;
+            let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
+                break r;
+            };
+            if attempts >= MAX_ATTEMPTS {
+                self.warnings.push(format!(
+                    "the {what} stayed disturbed after {attempts} runs: {reason}"
+                ));
+                break r;
+            }
+            self.bar.set_message(format!(
+                "{what} was disturbed ({reason}); waiting for a quiet host"
+            ));
+            wait_for_quiet(&r.allocation.cpu_list, self.cancel);
+        };
         let t = ProfileTrial {
             role,
             memory_gib,
+            attempts,
             result: result.clone(),
         };
         self.journal.append(&t)?;
         self.journal.order.push(t);
         self.bar.inc(1);
         Ok(result)
+    }
+
+    fn trials(&self, role: TrialRole) -> impl Iterator<Item = &ProfileTrial> {
+        self.journal.order.iter().filter(move |t| t.role == role)
+    }
+}
+
+fn role_name(role: TrialRole) -> &'static str {
+    match role {
+        TrialRole::Synthetic => "synthetic",
+        TrialRole::Cpu => "cpu",
+        TrialRole::Fetch => "fetch",
+        TrialRole::Calibration => "calibration",
+        TrialRole::Validation => "validation",
+        TrialRole::Exhaustive => "exhaustive",
+    }
+}
+
+/// Waits until other work leaves `cores` nearly idle for a second (no trial runs meanwhile, so anything
+/// busy there is someone else's), or [`QUIET_WAIT`] has passed.
+fn wait_for_quiet(cores: &[usize], cancel: &Cancel) {
+    let deadline = Instant::now() + QUIET_WAIT;
+    let mut before = HostReading::read(cores, &[]);
+    while Instant::now() < deadline && cancel.signal().is_none() {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = HostReading::read(cores, &[]);
+        let busy = now.busy_s + now.steal_s - before.busy_s - before.steal_s;
+        if busy < 0.1 * cores.len().max(1) as f64 {
+            return;
+        }
+        before = now;
     }
 }
 
@@ -216,6 +298,536 @@ fn base_request(spec: &WorkloadSpec, cpus: f64) -> TrialRequest {
         ..EstimatorConfig::default()
     };
     r
+}
+
+/// The axes and the reference the plan works on.
+struct Plan<'a> {
+    req: &'a ProfileRequest,
+    spec: &'a WorkloadSpec,
+    cpu_axis: Vec<f64>,
+    host_cores: f64,
+    hit_model: HitModel,
+}
+
+impl Plan<'_> {
+    fn c_max(&self) -> f64 {
+        *self.cpu_axis.last().expect("checked non-empty")
+    }
+
+    /// Epochs a memory-limited trial waits out before its cache is steady.
+    fn warmup_epochs(&self) -> u64 {
+        match self.hit_model {
+            HitModel::PageCache => PAGE_CACHE_WARMUP_EPOCHS,
+            HitModel::Minio => APP_CACHE_WARMUP_EPOCHS,
+        }
+    }
+
+    /// A trial that starts cold under a real cache constraint and measures whole epochs once the cache
+    /// is steady (validation, exhaustive and calibration trials).
+    fn constrained(&self, cpus: f64) -> TrialRequest {
+        let mut r = base_request(self.spec, cpus);
+        r.cache_state = CacheState::Cold;
+        r.storage_limit = self.req.storage_limit;
+        r.estimator.warmup_epochs = self.warmup_epochs();
+        r.estimator.warmup_epochs_max_s = MAX_WARMUP_EPOCH_S;
+        r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
+        r.estimator.whole_epochs = true;
+        // These points check the model and hits make step times noisier, so ±4% is precise enough.
+        r.estimator.rel_precision = CONSTRAINED_PRECISION;
+        r
+    }
+}
+
+/// What the CPU sweep found.
+struct Sweep {
+    curve: CpuCurve,
+    /// CPU-seconds per sample at each measured core count.
+    cost: Vec<CostPoint>,
+    footprint_points: Vec<FootprintPoint>,
+    /// The most memory any CPU trial used besides its cache, bytes.
+    footprint: Option<u64>,
+    /// The first CPU trial, for the dataset it found.
+    first: TrialResult,
+}
+
+impl Sweep {
+    fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
+        let m = StallModel {
+            footprint_points: self.footprint_points.clone(),
+            footprint_bytes: self.footprint.unwrap_or(floor),
+            ..empty_model()
+        };
+        (m.footprint_at(cpus) as u64).max(floor)
+    }
+}
+
+fn empty_model() -> StallModel {
+    StallModel {
+        accelerator_samples_per_s: 0.0,
+        cpu: CpuCurve::new(Vec::new()),
+        fetch: FetchModel {
+            mean_sample_bytes: 0.0,
+            storage_bytes_per_s: None,
+            storage_lower_bound: false,
+            memory_bytes_per_s: f64::INFINITY,
+        },
+        footprint_bytes: 0,
+        footprint_points: Vec::new(),
+        dataset_bytes: 0,
+        hit_model: HitModel::Minio,
+        miss_cost: None,
+    }
+}
+
+/// CPU-seconds per sample of a trial, from its domain's CPU time over the measured window.
+fn cpu_s_per_sample(r: &TrialResult) -> Option<f64> {
+    let used = r.telemetry.cpu_cores_used?;
+    (r.throughput.samples_per_s > 0.0).then(|| used / r.throughput.samples_per_s)
+}
+
+/// Stage 1: min(G, P(c)) with the dataset cached. It starts at the most cores and the fewest, then
+/// bisects every interval whose ends differ by more than the tolerance: where the curve is flat (past
+/// the knee, or between equal points) monotonicity bounds every point in between.
+fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileRunError> {
+    let axis = &plan.cpu_axis;
+    let measure = |run: &mut Runner, i: usize| -> Result<f64, ProfileRunError> {
+        let mut r = base_request(plan.spec, axis[i]);
+        r.cache_state = CacheState::Warm;
+        Ok(run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s)
+    };
+    let last = axis.len() - 1;
+    let t_hi = measure(run, last)?;
+    if last > 0 {
+        let t_lo = measure(run, 0)?;
+        let mut stack = vec![(0usize, t_lo, last, t_hi)];
+        while let Some((a, ta, b, tb)) = stack.pop() {
+            if b - a < 2 || (tb - ta).abs() <= plan.req.refine_tolerance * tb.max(ta) {
+                continue;
+            }
+            let target = (axis[a] + axis[b]) / 2.0;
+            let mid = (a + 1..b)
+                .min_by(|&x, &y| {
+                    (axis[x] - target)
+                        .abs()
+                        .total_cmp(&(axis[y] - target).abs())
+                })
+                .expect("an index lies between");
+            let tm = measure(run, mid)?;
+            stack.push((a, ta, mid, tm));
+            stack.push((mid, tm, b, tb));
+        }
+    }
+    let trials: Vec<&TrialResult> = run.trials(TrialRole::Cpu).map(|t| &t.result).collect();
+    let by_cores = |f: &dyn Fn(&TrialResult) -> Option<f64>| {
+        let mut v: Vec<(f64, f64)> = trials
+            .iter()
+            .filter_map(|t| Some((t.allocation.cpus.0, f(t)?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v.dedup_by(|a, b| a.0 == b.0);
+        v
+    };
+    Ok(Sweep {
+        curve: CpuCurve::new(
+            by_cores(&|t| Some(t.throughput.samples_per_s))
+                .into_iter()
+                .map(|(cpus, samples_per_s)| CpuPoint {
+                    cpus,
+                    samples_per_s,
+                })
+                .collect(),
+        ),
+        cost: by_cores(&cpu_s_per_sample)
+            .into_iter()
+            .map(|(cpus, cpu_s_per_sample)| CostPoint {
+                cpus,
+                cpu_s_per_sample,
+            })
+            .collect(),
+        footprint_points: by_cores(&|t| t.telemetry.memory_peak_bytes.map(|b| b as f64))
+            .into_iter()
+            .map(|(cpus, b)| FootprintPoint {
+                cpus,
+                bytes: b as u64,
+            })
+            .collect(),
+        footprint: trials
+            .iter()
+            .filter_map(|t| t.telemetry.memory_peak_bytes)
+            .max(),
+        first: trials
+            .first()
+            .map(|t| (*t).clone())
+            .expect("at least one CPU trial"),
+    })
+}
+
+/// Stage 2: the accelerator alone, fed synthetic batches.
+fn accelerator(run: &mut Runner, plan: &Plan) -> Result<f64, ProfileRunError> {
+    let mut synth = base_request(plan.spec, plan.c_max());
+    synth.synthetic = true;
+    Ok(run
+        .trial(TrialRole::Synthetic, None, synth)?
+        .throughput
+        .samples_per_s)
+}
+
+/// The dataset's files and what the cache models need of them.
+struct Data {
+    files: DatasetFiles,
+    bytes: u64,
+    lru: LruSim,
+}
+
+impl Data {
+    fn of(first: &TrialResult) -> Result<Option<Data>, ProfileRunError> {
+        let Some(d) = &first.dataset else {
+            return Ok(None);
+        };
+        let files = dataset::scan(&d.path)
+            .map_err(|e| InputError::new(d.path.display().to_string(), e.to_string()))?;
+        let bytes = files.total_bytes();
+        let sizes = files.files.iter().map(|(_, b)| *b).collect();
+        Ok(Some(Data {
+            files,
+            bytes,
+            lru: LruSim::new(sizes, 1),
+        }))
+    }
+
+    fn paths(&self) -> Vec<PathBuf> {
+        self.files.paths().map(Path::to_path_buf).collect()
+    }
+}
+
+/// What the cold trial and the read probe found.
+struct Fetch {
+    model: FetchModel,
+    /// CPU-seconds per sample of the cold trial, with its cores (every sample a miss).
+    cold_cpu: Option<(f64, f64)>,
+    /// Seconds a loader waits per miss.
+    wait_s_per_miss: f64,
+    /// The storage rate the cold trial saw, bytes per second.
+    storage_seen: Option<f64>,
+}
+
+/// Stage 3: one cold trial at the most cores, measured over its first epoch only (kept cold for its
+/// whole length: an application cache gets no room), for the storage rate, the bytes a miss reads and
+/// the CPU it costs; a timed read of evicted files for how long a miss blocks a loader; and a read of
+/// the cached dataset for the memory bandwidth of hits.
+fn cold_fetch(
+    run: &mut Runner,
+    plan: &Plan,
+    sweep: &Sweep,
+    data: &Data,
+) -> Result<Fetch, ProfileRunError> {
+    let c_max = plan.c_max();
+    let mut f = Fetch {
+        model: FetchModel {
+            mean_sample_bytes: data.bytes as f64 / data.files.files.len().max(1) as f64,
+            storage_bytes_per_s: None,
+            storage_lower_bound: false,
+            memory_bytes_per_s: f64::INFINITY,
+        },
+        cold_cpu: None,
+        wait_s_per_miss: 0.0,
+        storage_seen: None,
+    };
+    let paths = data.paths();
+    // Spread over the dataset, so one directory's layout on disk does not decide it.
+    let step = (paths.len() / PROBE_FILES).max(1);
+    let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
+    if let Ok(reads) = pagecache::time_cold_reads(&probe) {
+        f.wait_s_per_miss = reads.wait_s_per_file();
+    }
+
+    let mut cold = base_request(plan.spec, c_max);
+    cold.cache_state = CacheState::Cold;
+    cold.storage_limit = plan.req.storage_limit;
+    cold.estimator.first_epoch_only = true;
+    cold.estimator.warmup_s = 1.0;
+    cold.estimator.min_measure_s = 2.0;
+    if plan.hit_model == HitModel::Minio {
+        cold.cache_bytes = Some(Bytes(0));
+    }
+    match run.trial(TrialRole::Fetch, None, cold) {
+        Ok(r) => {
+            let t_cold = r.throughput.samples_per_s;
+            // Bytes per sample as the workload really reads them (readahead and all).
+            if let Some(b) = r
+                .telemetry
+                .storage_read_bytes_per_sample
+                .filter(|b| *b > 0.0)
+            {
+                f.model.mean_sample_bytes = b;
+            }
+            f.storage_seen = r.telemetry.storage_read_bytes_per_s;
+            f.cold_cpu = cpu_s_per_sample(&r).map(|c| (c_max, c));
+            // What the pipeline could do with every sample a miss, were storage infinitely fast.
+            let cpu_bound = match (f.cold_cpu, cost_at(sweep, c_max)) {
+                (Some((_, cold_cpu)), Some(warm_cpu)) => MissCost {
+                    cpu_s_per_sample: vec![CostPoint {
+                        cpus: c_max,
+                        cpu_s_per_sample: warm_cpu,
+                    }],
+                    cpu_s_per_miss: (cold_cpu - warm_cpu).max(0.0),
+                    wait_s_per_miss: f.wait_s_per_miss,
+                }
+                .preprocess_rate(c_max, 0.0, sweep.curve.at(c_max)),
+                _ => sweep.curve.at(c_max),
+            };
+            let seen = f.storage_seen.unwrap_or(t_cold * f.model.mean_sample_bytes);
+            f.model.storage_bytes_per_s = Some(seen);
+            // Not held up by storage: the device is at least this fast.
+            f.model.storage_lower_bound = t_cold >= FETCH_BOUND * cpu_bound;
+        }
+        // A whole epoch went by before a rate could be estimated: storage is far faster than the
+        // pipeline, and all that is known is a lower bound from the epoch's length.
+        Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {}
+        Err(e) => return Err(e),
+    }
+    // Memory bandwidth for hits: read the cached dataset once more.
+    let _ = pagecache::prewarm(&paths);
+    let t0 = Instant::now();
+    if let Ok(bytes) = pagecache::prewarm(&paths) {
+        let secs = t0.elapsed().as_secs_f64();
+        if secs > 0.0 && bytes > 0 {
+            f.model.memory_bytes_per_s = bytes as f64 / secs;
+        }
+    }
+    Ok(f)
+}
+
+/// CPU-seconds per sample the sweep measured at exactly `cpus`.
+fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
+    sweep
+        .cost
+        .iter()
+        .find(|p| p.cpus == cpus)
+        .map(|p| p.cpu_s_per_sample)
+}
+
+/// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
+struct Calibration {
+    fit: Option<HitCurveFit>,
+    cpu: Vec<(f64, f64)>,
+}
+
+/// Stage 4: for a page-cache workload, memory-limited trials at the most cores with the cache at
+/// [`CALIBRATION_FRACTIONS`] of the dataset, measured over whole epochs once the cache is steady. Their
+/// hit ratios (from the storage they read) place the kernel's curve between LRU and a fixed subset.
+fn calibrate(
+    run: &mut Runner,
+    plan: &Plan,
+    sweep: &Sweep,
+    fetch: &Fetch,
+    data: &mut Data,
+) -> Result<Calibration, ProfileRunError> {
+    let mut out = Calibration {
+        fit: None,
+        cpu: Vec::new(),
+    };
+    if plan.hit_model != HitModel::PageCache || data.bytes == 0 {
+        return Ok(out);
+    }
+    let c = plan.c_max();
+    let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
+    let per_miss = fetch.model.mean_sample_bytes;
+    let mut points = Vec::new();
+    for x in CALIBRATION_FRACTIONS {
+        let cache = (x * data.bytes as f64) as u64;
+        let mem = footprint + cache;
+        let mem_gib = (mem as f64 / GIB * 1e4).round() / 1e4;
+        let mut r = plan.constrained(c);
+        r.mem_limit = Some(Bytes(mem));
+        let t = run.trial(TrialRole::Calibration, Some(mem_gib), r)?;
+        let Some(read) = t.telemetry.storage_read_bytes_per_sample else {
+            continue;
+        };
+        let h = (1.0 - read / per_miss).clamp(0.0, 1.0);
+        if let Some(cpu) = cpu_s_per_sample(&t) {
+            out.cpu.push((h, cpu));
+        }
+        points.push(CalibrationPoint {
+            cpus: c,
+            memory_gib: mem_gib,
+            cache_bytes: cache,
+            measured: h,
+            lru: data.lru.hit_ratio(cache),
+            fixed_subset: minio_hit_ratio(cache as f64, data.bytes as f64),
+            fitted: 0.0,
+        });
+    }
+    if points.is_empty() {
+        return Ok(out);
+    }
+    let share = fit_fixed_subset_share(
+        &points
+            .iter()
+            .map(|p| (p.lru, p.fixed_subset, p.measured))
+            .collect::<Vec<_>>(),
+    );
+    for p in &mut points {
+        p.fitted = between_lru_and_fixed_subset(p.lru, p.fixed_subset, share);
+    }
+    let rms = |f: &dyn Fn(&CalibrationPoint) -> f64| {
+        (points
+            .iter()
+            .map(|p| (f(p) - p.measured).powi(2))
+            .sum::<f64>()
+            / points.len() as f64)
+            .sqrt()
+    };
+    let measured: Vec<String> = points
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.3} at {:.0}% of the dataset (LRU {:.3}, fixed subset {:.3})",
+                p.measured,
+                100.0 * p.cache_bytes as f64 / data.bytes as f64,
+                p.lru,
+                p.fixed_subset
+            )
+        })
+        .collect();
+    out.fit = Some(HitCurveFit {
+        family: "lru-to-fixed-subset".into(),
+        fixed_subset_share: share,
+        chosen_because: format!(
+            "hit ratios measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits them with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
+            points.len(),
+            measured.join("; "),
+            100.0 * share,
+            rms(&|p| p.fitted),
+            rms(&|p| p.lru),
+            rms(&|p| p.fixed_subset),
+        ),
+        points,
+    });
+    Ok(out)
+}
+
+/// The spec's declared footprint floor, bytes.
+fn spec_floor(spec: &WorkloadSpec) -> u64 {
+    spec.footprint.0
+}
+
+/// Stage 5: the model. The CPU a miss costs is the least-squares slope of CPU-seconds per sample
+/// against the miss ratio, from the cached trial at the most cores (no misses) through the cold and
+/// calibration trials there.
+fn fit(
+    plan: &Plan,
+    sweep: &Sweep,
+    g: f64,
+    fetch: &Fetch,
+    calibration: &Calibration,
+    data: Option<&mut Data>,
+) -> FittedModel {
+    let floor = spec_floor(plan.spec);
+    let warm = cost_at(sweep, plan.c_max());
+    let miss_cost = warm.filter(|_| data.is_some()).map(|warm| {
+        let points: Vec<(f64, f64)> = fetch
+            .cold_cpu
+            .map(|(_, cpu)| (0.0, cpu))
+            .into_iter()
+            .chain(calibration.cpu.iter().copied())
+            .map(|(h, cpu)| (1.0 - h, cpu - warm))
+            .collect();
+        let (num, den) = points
+            .iter()
+            .fold((0.0, 0.0), |(n, d), (m, y)| (n + m * y, d + m * m));
+        MissCost {
+            cpu_s_per_sample: sweep.cost.clone(),
+            cpu_s_per_miss: if den > 1e-9 {
+                (num / den).max(0.0)
+            } else {
+                0.0
+            },
+            wait_s_per_miss: fetch.wait_s_per_miss,
+        }
+    });
+    let (dataset_bytes, hit_ratios) = match data {
+        Some(d) => {
+            let share = calibration
+                .fit
+                .as_ref()
+                .map_or(0.0, |f| f.fixed_subset_share);
+            let rows = (0..=40)
+                .map(|k| {
+                    let c = d.bytes * k / 40;
+                    let minio = minio_hit_ratio(c as f64, d.bytes as f64);
+                    let lru = d.lru.hit_ratio(c);
+                    HitRatioRow {
+                        cache_bytes: c,
+                        minio,
+                        page_cache: between_lru_and_fixed_subset(lru, minio, share),
+                        lru: Some(lru),
+                    }
+                })
+                .collect();
+            (d.bytes, rows)
+        }
+        None => (0, Vec::new()),
+    };
+    FittedModel {
+        stall: StallModel {
+            accelerator_samples_per_s: g,
+            cpu: sweep.curve.clone(),
+            fetch: fetch.model,
+            footprint_bytes: sweep.footprint.unwrap_or(floor).max(floor),
+            footprint_points: sweep.footprint_points.clone(),
+            dataset_bytes,
+            hit_model: plan.hit_model,
+            miss_cost,
+        },
+        hit_ratios,
+        hit_curve: calibration.fit.clone(),
+    }
+}
+
+/// Stage 6: held-out grid points and, on request, the whole grid, under their real constraint (a memory
+/// limit for the page cache, `SYNERGY_CACHE_BYTES` for an application cache), each after the cache is
+/// steady, with every model's prediction beside the measurement.
+fn validate(
+    run: &mut Runner,
+    plan: &Plan,
+    model: &FittedModel,
+    memory_axis: &[f64],
+) -> Result<Vec<ValidationPoint>, ProfileRunError> {
+    let mut points: Vec<(TrialRole, f64, f64)> =
+        held_out(&plan.cpu_axis, memory_axis, plan.req.validate)
+            .into_iter()
+            .map(|(c, mg)| (TrialRole::Validation, c, mg))
+            .collect();
+    if plan.req.exhaustive {
+        for &c in &plan.cpu_axis {
+            for &mg in memory_axis {
+                points.push((TrialRole::Exhaustive, c, mg));
+            }
+        }
+    }
+    let mut validation = Vec::new();
+    for (role, c, mg) in points {
+        let mut r = plan.constrained(c);
+        let mem = mg * GIB;
+        match plan.hit_model {
+            HitModel::Minio => r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem) as u64)),
+            HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
+        }
+        let t = run.trial(role, Some(mg), r)?;
+        let predicted = |hm| model.predict(c, mem, Some(hm)).samples_per_s;
+        validation.push(ValidationPoint {
+            cpus: c,
+            memory_gib: mg,
+            measured: t.throughput.samples_per_s,
+            measured_ci95: t.throughput.ci95_half_width,
+            predicted_minio: predicted(HitModel::Minio),
+            predicted_page_cache: predicted(HitModel::PageCache),
+            predicted_ds_analyzer: Some(model.predict_ds_analyzer(c, mem).samples_per_s),
+            role,
+        });
+    }
+    Ok(validation)
 }
 
 /// Profiles a workload: runs the plan, fits the model, builds the matrix, validates, and writes the file.
@@ -241,270 +853,91 @@ pub fn run_profile(
     if let Some(m) = &req.memory_gib {
         check_axis("--mem", m)?;
     }
+    let plan = Plan {
+        req,
+        spec,
+        cpu_axis,
+        host_cores,
+        hit_model: match spec.cache {
+            CacheKind::App => HitModel::Minio,
+            CacheKind::PageCache => HitModel::PageCache,
+        },
+    };
     let journal_path = req.out.with_extension("trials.jsonl");
     let mut run = Runner {
         journal: Journal::open(journal_path.clone(), req.resume)?,
         bar,
         cancel,
         isolation: req.isolation,
+        warnings: Vec::new(),
     };
-    let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
+    let n_grid = plan.cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(
-        (3 + cpu_axis.len() / 2 + req.validate + if req.exhaustive { n_grid } else { 0 }) as u64,
-    );
-    let started = Instant::now();
-
-    // 1. The CPU sweep with the dataset cached: min(G, P(c)).
-    let c_max = *cpu_axis.last().expect("checked non-empty");
-    let mut sweep: Vec<(usize, f64)> = Vec::new();
-    let mut measure_cpu = |run: &mut Runner, i: usize| -> Result<f64, ProfileRunError> {
-        let mut r = base_request(spec, cpu_axis[i]);
-        r.cache_state = CacheState::Warm;
-        let t = run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s;
-        sweep.push((i, t));
-        Ok(t)
-    };
-    let last = cpu_axis.len() - 1;
-    let t_hi = measure_cpu(&mut run, last)?;
-
-    // 2. The accelerator alone.
-    let mut synth = base_request(spec, c_max);
-    synth.synthetic = true;
-    let g = run
-        .trial(TrialRole::Synthetic, None, synth)?
-        .throughput
-        .samples_per_s;
-
-    if last > 0 {
-        let t_lo = measure_cpu(&mut run, 0)?;
-        // Bisect every interval whose ends differ by more than the tolerance: where the curve is flat
-        // (past the knee, or between equal points) monotonicity bounds every point in between.
-        let mut stack = vec![(0usize, t_lo, last, t_hi)];
-        while let Some((a, ta, b, tb)) = stack.pop() {
-            if b - a < 2 || (tb - ta).abs() <= req.refine_tolerance * tb.max(ta) {
-                continue;
-            }
-            let target = (cpu_axis[a] + cpu_axis[b]) / 2.0;
-            let mid = (a + 1..b)
-                .min_by(|&x, &y| {
-                    (cpu_axis[x] - target)
-                        .abs()
-                        .total_cmp(&(cpu_axis[y] - target).abs())
-                })
-                .expect("an index lies between");
-            let tm = measure_cpu(&mut run, mid)?;
-            stack.push((a, ta, mid, tm));
-            stack.push((mid, tm, b, tb));
-        }
-    }
-    let cpu_trials: Vec<&ProfileTrial> = run
-        .journal
-        .order
-        .iter()
-        .filter(|t| t.role == TrialRole::Cpu)
-        .collect();
-    let first = cpu_trials
-        .first()
-        .expect("at least one CPU trial")
-        .result
-        .clone();
-    let ds = first.dataset.clone();
-    // The model charges the cache with what is left beside the memory the workload was seen to use; the
-    // memory axis starts no lower than the spec's footprint, which trials refuse to go below.
-    let measured_footprint = cpu_trials
-        .iter()
-        .filter_map(|t| t.result.telemetry.memory_peak_bytes)
-        .max();
-    let footprint = measured_footprint.unwrap_or(spec.footprint.0);
-    let mut footprint_points: Vec<FootprintPoint> = cpu_trials
-        .iter()
-        .filter_map(|t| {
-            Some(FootprintPoint {
-                cpus: t.result.allocation.cpus.0,
-                bytes: t.result.telemetry.memory_peak_bytes?,
-            })
-        })
-        .collect();
-    footprint_points.sort_by(|a, b| a.cpus.total_cmp(&b.cpus));
-    footprint_points.dedup_by(|a, b| a.cpus == b.cpus);
-    let axis_base = footprint.max(spec.footprint.0);
-    let curve = CpuCurve::new(
-        sweep
-            .iter()
-            .map(|&(i, t)| CpuPoint {
-                cpus: cpu_axis[i],
-                samples_per_s: t,
-            })
-            .collect(),
+        (3 + plan.cpu_axis.len() / 2
+            + CALIBRATION_FRACTIONS.len()
+            + req.validate
+            + if req.exhaustive { n_grid } else { 0 }) as u64,
     );
 
-    // 3. One cold trial at the most cores for the fetch rate, kept cold for its whole length: an
-    // application cache of zero bytes, or a page cache squeezed by a memory limit near the footprint.
-    let (files, dataset_bytes) = match &ds {
+    let sweep = cpu_sweep(&mut run, &plan)?;
+    let g = accelerator(&mut run, &plan)?;
+    let mut data = Data::of(&sweep.first)?;
+    let (fetch, calibration) = match data.as_mut() {
         Some(d) => {
-            let files = dataset::scan(&d.path)
-                .map_err(|e| InputError::new(d.path.display().to_string(), e.to_string()))?;
-            let bytes = files.total_bytes();
-            (Some(files), bytes)
+            let fetch = cold_fetch(&mut run, &plan, &sweep, d)?;
+            let calibration = calibrate(&mut run, &plan, &sweep, &fetch, d)?;
+            (Some(fetch), calibration)
         }
-        None => (None, 0),
+        None => (
+            None,
+            Calibration {
+                fit: None,
+                cpu: Vec::new(),
+            },
+        ),
     };
-    let hit_model = match spec.cache {
-        CacheKind::App => HitModel::Minio,
-        CacheKind::PageCache => HitModel::PageCache,
+    let no_fetch = Fetch {
+        model: empty_model().fetch,
+        cold_cpu: None,
+        wait_s_per_miss: 0.0,
+        storage_seen: None,
     };
-    let mut fetch = FetchModel {
-        mean_sample_bytes: ds.as_ref().map_or(0.0, |d| d.mean_file_bytes),
-        storage_bytes_per_s: None,
-        memory_bytes_per_s: f64::INFINITY,
-    };
-    let mut storage_seen = None;
-    if let Some(files) = &files {
-        // Cold for its whole length: only the first epoch counts, and an application cache gets no room.
-        let mut cold = base_request(spec, c_max);
-        cold.cache_state = CacheState::Cold;
-        cold.storage_limit = req.storage_limit;
-        cold.estimator.first_epoch_only = true;
-        cold.estimator.warmup_s = 1.0;
-        cold.estimator.min_measure_s = 2.0;
-        if hit_model == HitModel::Minio {
-            cold.cache_bytes = Some(Bytes(0));
-        }
-        match run.trial(TrialRole::Fetch, None, cold) {
-            Ok(r) => {
-                let t_cold = r.throughput.samples_per_s;
-                storage_seen = r.telemetry.storage_read_bytes_per_s;
-                // Bytes per sample as the workload really reads them (readahead and all).
-                if let Some(read) = r.telemetry.storage_read_bytes.filter(|b| *b > 0) {
-                    fetch.mean_sample_bytes = read as f64 / r.samples.max(1.0);
-                }
-                if t_cold < 0.95 * curve.at(c_max) {
-                    fetch.storage_bytes_per_s =
-                        Some(storage_seen.unwrap_or(t_cold * fetch.mean_sample_bytes));
-                }
-            }
-            // A whole epoch went by before a rate could be estimated: storage is far faster than the
-            // pipeline, so fetch never limits.
-            Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {}
-            Err(e) => return Err(e),
-        }
-        // Memory bandwidth for hits: read the cached dataset once more.
-        let paths: Vec<_> = files.paths().map(Path::to_path_buf).collect();
-        let _ = pagecache::prewarm(&paths);
-        let t0 = Instant::now();
-        if let Ok(bytes) = pagecache::prewarm(&paths) {
-            let secs = t0.elapsed().as_secs_f64();
-            if secs > 0.0 && bytes > 0 {
-                fetch.memory_bytes_per_s = bytes as f64 / secs;
-            }
-        }
-    }
+    let fetch = fetch.unwrap_or(no_fetch);
+    let has_data = data.is_some();
+    let model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
 
-    // 4. The model and its hit-ratio tables.
-    let sizes: Vec<u64> = files
-        .as_ref()
-        .map(|f| f.files.iter().map(|(_, b)| *b).collect())
-        .unwrap_or_default();
-    let mut lru = LruSim::new(sizes, 1);
-    let hit_ratios: Vec<HitRatioRow> = (0..=40)
-        .map(|k| {
-            let c = dataset_bytes * k / 40;
-            HitRatioRow {
-                cache_bytes: c,
-                minio: minio_hit_ratio(c as f64, dataset_bytes as f64),
-                page_cache: lru.hit_ratio(c),
-            }
-        })
-        .collect();
-    let model = FittedModel {
-        stall: StallModel {
-            accelerator_samples_per_s: g,
-            cpu: curve,
-            fetch,
-            footprint_bytes: footprint,
-            footprint_points,
-            dataset_bytes,
-            hit_model,
-        },
-        hit_ratios,
-    };
-    let memory_axis = req
-        .memory_gib
-        .clone()
-        .unwrap_or_else(|| matrix::auto_memory_axis(axis_base, dataset_bytes));
+    let memory_axis = req.memory_gib.clone().unwrap_or_else(|| {
+        matrix::auto_memory_axis(model.stall.footprint_bytes, model.stall.dataset_bytes)
+    });
     let gpus = req.gpus.unwrap_or(spec.gpus).max(1);
     let host_mem = host_memory_bytes();
     let server = req.server.unwrap_or(ServerShape {
         gpus,
-        cpus: host_cores,
+        cpus: plan.host_cores,
         memory_gib: host_mem as f64 / GIB,
     });
     let (m, per_gpu, demand) = matrix::build(
         &model,
-        &cpu_axis,
+        &plan.cpu_axis,
         &memory_axis,
         gpus,
         &server,
         req.tolerance,
     );
-    let optimistic_s = started.elapsed().as_secs_f64();
-    let _ = optimistic_s;
 
-    // 5. Proof: held-out points and, on request, the whole grid, under the real constraint.
-    let mut validation = Vec::new();
-    let constrained = |c: f64, mem_gib: f64| -> TrialRequest {
-        let mut r = base_request(spec, c);
-        r.cache_state = CacheState::Cold;
-        r.storage_limit = req.storage_limit;
-        // The model describes the steady state after the first epoch has filled the cache. Where an
-        // epoch takes longer than a trial should, its first minutes stand in for it.
-        r.estimator.warmup_epochs = 1;
-        r.estimator.warmup_epochs_max_s = MAX_WARMUP_EPOCH_S;
-        r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
-        // Cache hits make step times noisier; these points check the model, so ±4% is precise enough.
-        r.estimator.rel_precision = VALIDATION_PRECISION;
-        let mem = (mem_gib * GIB) as u64;
-        match hit_model {
-            HitModel::Minio => {
-                r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem as f64) as u64))
-            }
-            HitModel::PageCache => r.mem_limit = Some(Bytes(mem)),
-        }
-        r
+    let validation = if has_data {
+        validate(&mut run, &plan, &model, &memory_axis)?
+    } else {
+        Vec::new()
     };
-    if files.is_some() {
-        let mut points: Vec<(TrialRole, f64, f64)> =
-            held_out(&cpu_axis, &memory_axis, req.validate)
-                .into_iter()
-                .map(|(c, mg)| (TrialRole::Validation, c, mg))
-                .collect();
-        if req.exhaustive {
-            for &c in &cpu_axis {
-                for &mg in &memory_axis {
-                    points.push((TrialRole::Exhaustive, c, mg));
-                }
-            }
-        }
-        for (role, c, mg) in points {
-            let r = run.trial(role, Some(mg), constrained(c, mg))?;
-            let predicted = |hm| model.predict(c, mg * GIB, Some(hm)).samples_per_s;
-            validation.push(ValidationPoint {
-                cpus: c,
-                memory_gib: mg,
-                measured: r.throughput.samples_per_s,
-                measured_ci95: r.throughput.ci95_half_width,
-                predicted_minio: predicted(HitModel::Minio),
-                predicted_page_cache: predicted(HitModel::PageCache),
-                role,
-            });
-        }
-    }
     let validation_summary = [HitModel::Minio, HitModel::PageCache]
         .into_iter()
-        .filter_map(|hm| summarize(&validation, hm))
+        .filter_map(|hm| summarize(&validation, hm, false))
+        .chain(summarize(&validation, plan.hit_model, true))
         .collect();
 
-    let isolation = first.isolation.backend.to_string();
+    let first = &sweep.first;
+    let ds = &first.dataset;
     let profile = Profile {
         schema: SCHEMA.into(),
         source: format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
@@ -514,7 +947,7 @@ pub fn run_profile(
             description: spec.description.clone(),
             batch_size: spec.batch_size,
             gpus,
-            hit_model,
+            hit_model: plan.hit_model,
             iter_time_s: m
                 .proportional
                 .samples_per_s
@@ -532,16 +965,16 @@ pub fn run_profile(
             hostname: nix::unistd::gethostname()
                 .map(|h| h.to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            cores: host_cores as usize,
+            cores: plan.host_cores as usize,
             memory_bytes: host_mem,
             gpu: crate::measure::telemetry::GpuSampler::new(None)
                 .and_then(|g| g.summary().devices.first().cloned()),
             kernel: nix::sys::utsname::uname()
                 .map(|u| u.release().to_string_lossy().into_owned())
                 .unwrap_or_default(),
-            isolation,
+            isolation: first.isolation.backend.to_string(),
             storage_limit_bytes_per_s: req.storage_limit.map(|b| b.0),
-            storage_read_bytes_per_s: storage_seen,
+            storage_read_bytes_per_s: fetch.storage_seen,
         }),
         created: Some(now_rfc3339()),
         trials: run.journal.order.clone(),
@@ -552,6 +985,7 @@ pub fn run_profile(
         demand,
         validation,
         validation_summary,
+        warnings: run.warnings,
     };
     profile.write(&req.out)?;
     let _ = std::fs::remove_file(&journal_path);
@@ -597,11 +1031,23 @@ pub fn held_out(cpus: &[f64], memory_gib: &[f64], n: usize) -> Vec<(f64, f64)> {
     picked
 }
 
-fn summarize(points: &[ValidationPoint], model: HitModel) -> Option<ErrorSummary> {
-    if points.is_empty() {
+/// Errors of one hit model's predictions (this project's model, or with `ds_analyzer` the published
+/// one) over the validation points.
+fn summarize(
+    points: &[ValidationPoint],
+    model: HitModel,
+    ds_analyzer: bool,
+) -> Option<ErrorSummary> {
+    let mut errs: Vec<f64> = points
+        .iter()
+        .filter_map(|p| match ds_analyzer {
+            true => p.predicted_ds_analyzer.map(|v| p.error_of(v)),
+            false => Some(p.error(model)),
+        })
+        .collect();
+    if errs.is_empty() {
         return None;
     }
-    let mut errs: Vec<f64> = points.iter().map(|p| p.error(model)).collect();
     errs.sort_by(f64::total_cmp);
     let n = errs.len();
     let median = if n % 2 == 1 {
@@ -611,6 +1057,7 @@ fn summarize(points: &[ValidationPoint], model: HitModel) -> Option<ErrorSummary
     };
     Some(ErrorSummary {
         hit_model: model,
+        ds_analyzer,
         points: n,
         median_error: median,
         mean_error: errs.iter().sum::<f64>() / n as f64,

@@ -163,6 +163,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
             },
             validation: Vec::new(),
             validation_summary: Vec::new(),
+            warnings: Vec::new(),
         };
         // Round-trip through the validating parser so an odd zoo fails here, naming the model.
         let json = serde_json::to_string(&p).expect("profiles serialize");

@@ -1,0 +1,289 @@
+//! Whether a trial got the CPU it was granted. On a shared host another tenant's work can take half of a
+//! trial's cores and the trial measures half the throughput; nothing in the workload's own progress says
+//! so. Readings of the host (per-core CPU time from `/proc/stat`, pressure stall information) and of the
+//! trial's tasks (time they waited to run, from each task's `schedstat`), taken beside the domain's own
+//! statistics, tell a trial that lacked CPU because others used it from one that simply needed less.
+//! docs/profile-format.md ("Disturbed trials") states the rule.
+
+use crate::isolate::DomainStats;
+use procfs::{Current, CurrentSI};
+use serde::{Deserialize, Serialize};
+
+/// A trial lacked CPU when it got less than this fraction of its grant...
+const SHORTFALL_FRACTION: f64 = 0.10;
+/// ...and its tasks waited to run for at least this fraction of what it lacked (so it wanted the CPU)...
+const WAITED_FRACTION: f64 = 0.20;
+/// ...and other work on its cores used at least this fraction of what it lacked (so others took it).
+const OTHERS_FRACTION: f64 = 0.50;
+
+/// Host-side figures at one moment, for the cores of one domain.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostReading {
+    /// CPU time on the domain's cores, busy (user, nice, system, irq, softirq), seconds.
+    pub busy_s: f64,
+    /// Time stolen from those cores by the hypervisor, seconds.
+    pub steal_s: f64,
+    /// Pressure stall totals (`some`), microseconds: CPU, I/O and memory, where the kernel has PSI.
+    pub pressure_us: Option<[u64; 3]>,
+    /// Time the domain's tasks spent runnable but not running, nanoseconds (sum over its threads).
+    pub waited_ns: Option<u64>,
+}
+
+impl HostReading {
+    /// Reads the host's counters for `cores` and the run delay of every thread of `pids`.
+    pub fn read(cores: &[usize], pids: &[i32]) -> HostReading {
+        let mut r = HostReading::default();
+        if let Ok(stat) = procfs::KernelStats::current() {
+            for c in cores {
+                if let Some(t) = stat.cpu_time.get(*c) {
+                    let tps = procfs::ticks_per_second() as f64;
+                    let busy =
+                        t.user + t.nice + t.system + t.irq.unwrap_or(0) + t.softirq.unwrap_or(0);
+                    r.busy_s += busy as f64 / tps;
+                    r.steal_s += t.steal.unwrap_or(0) as f64 / tps;
+                }
+            }
+        }
+        r.pressure_us = match (
+            procfs::CpuPressure::current(),
+            procfs::IoPressure::current(),
+            procfs::MemoryPressure::current(),
+        ) {
+            (Ok(c), Ok(i), Ok(m)) => Some([c.some.total, i.some.total, m.some.total]),
+            _ => None,
+        };
+        r.waited_ns = waited_ns(pids);
+        r
+    }
+}
+
+/// Total run delay of every thread of `pids`, nanoseconds; `None` when no task could be read.
+fn waited_ns(pids: &[i32]) -> Option<u64> {
+    let mut sum = None;
+    for &pid in pids {
+        let Ok(tasks) = procfs::process::Process::new(pid).and_then(|p| p.tasks()) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            if let Ok(s) = task.schedstat() {
+                *sum.get_or_insert(0) += s.run_delay;
+            }
+        }
+    }
+    sum
+}
+
+/// Fractions of a window the host spent with some task stalled on each resource (PSI `some`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pressure {
+    /// Waiting for a CPU.
+    pub cpu: f64,
+    /// Waiting for I/O.
+    pub io: f64,
+    /// Waiting for memory (reclaim, refaults).
+    pub memory: f64,
+}
+
+/// What a trial got against what it was granted over its measured window, and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disturbance {
+    /// The trial got clearly less CPU than granted while other work ran on its cores (or a cgroup above
+    /// it was throttled), and its tasks were waiting to run: its throughput is not this allocation's.
+    pub disturbed: bool,
+    /// Why, in words, when disturbed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Cores granted.
+    pub granted_cores: f64,
+    /// CPU time the domain used over wall time.
+    pub got_cores: f64,
+    /// CPU time other work used on the domain's cores (hypervisor steal included) over wall time.
+    pub other_cores: f64,
+    /// Of that, time stolen by the hypervisor.
+    pub steal_cores: f64,
+    /// Time the domain's threads were runnable but not running, over wall time; `None` where it cannot
+    /// be read.
+    pub waited_cores: Option<f64>,
+    /// CFS periods the domain's own quota throttled it (expected with fractional cores).
+    pub throttled_periods: Option<u64>,
+    /// CFS periods a cgroup above the domain was throttled.
+    pub enclosing_throttled_periods: Option<u64>,
+    /// The host's pressure over the window.
+    pub host_pressure: Option<Pressure>,
+    /// Length of the window, seconds.
+    pub window_s: f64,
+}
+
+/// One reading of a domain and of the host, at `t_s` seconds into the trial.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    /// Seconds since the workload started.
+    pub t_s: f64,
+    /// The domain's statistics.
+    pub domain: DomainStats,
+    /// The host's.
+    pub host: HostReading,
+}
+
+/// Judges the window between two readings of a domain granted `granted_cores` on `n_cores` cores.
+pub fn assess(granted_cores: f64, n_cores: usize, a: &Reading, b: &Reading) -> Disturbance {
+    let dt = (b.t_s - a.t_s).max(1e-9);
+    let per_s = |x: f64| (x / dt).max(0.0);
+    let got = per_s(b.domain.cpu_seconds - a.domain.cpu_seconds);
+    let steal = per_s(b.host.steal_s - a.host.steal_s);
+    // The domain runs only on its cores, so what else was busy there is everyone else's.
+    let others = (per_s(b.host.busy_s - a.host.busy_s) - got).max(0.0) + steal;
+    let waited = match (a.host.waited_ns, b.host.waited_ns) {
+        (Some(x), Some(y)) => Some(per_s(y.saturating_sub(x) as f64 / 1e9)),
+        _ => None,
+    };
+    let delta = |f: fn(&DomainStats) -> Option<u64>| match (f(&a.domain), f(&b.domain)) {
+        (Some(x), Some(y)) => Some(y.saturating_sub(x)),
+        _ => None,
+    };
+    let throttled = delta(|s| s.throttled_periods);
+    let enclosing = delta(|s| s.enclosing_throttled_periods);
+    let host_pressure = match (a.host.pressure_us, b.host.pressure_us) {
+        (Some(x), Some(y)) => {
+            let f = |i: usize| (y[i].saturating_sub(x[i]) as f64 / 1e6 / dt).clamp(0.0, 1.0);
+            Some(Pressure {
+                cpu: f(0),
+                io: f(1),
+                memory: f(2),
+            })
+        }
+        _ => None,
+    };
+
+    let shortfall = granted_cores - got;
+    let lacked = shortfall > (SHORTFALL_FRACTION * granted_cores).max(0.05);
+    let wanted = waited.is_none_or(|w| w >= WAITED_FRACTION * shortfall);
+    let crowded = others >= (OTHERS_FRACTION * shortfall).max(0.05 * n_cores as f64);
+    let squeezed = enclosing.is_some_and(|n| n > 0);
+    let disturbed = lacked && wanted && (crowded || squeezed);
+    let reason = disturbed.then(|| {
+        let mut why = format!("got {got:.2} of {granted_cores} cores");
+        if crowded {
+            why.push_str(&format!(
+                " while other work used {others:.2} cores of its cpuset"
+            ));
+            if steal >= 0.05 {
+                why.push_str(&format!(" ({steal:.2} stolen by the hypervisor)"));
+            }
+        }
+        if squeezed {
+            why.push_str(&format!(
+                "{} a cgroup above synergy's was throttled {} times (a CPU quota on whatever runs synergy)",
+                if crowded { " and" } else { " because" },
+                enclosing.unwrap_or(0)
+            ));
+        }
+        if let Some(w) = waited {
+            why.push_str(&format!("; its threads waited to run {w:.2} cores' worth"));
+        }
+        why
+    });
+    Disturbance {
+        disturbed,
+        reason,
+        granted_cores,
+        got_cores: got,
+        other_cores: others,
+        steal_cores: steal,
+        waited_cores: waited,
+        throttled_periods: throttled,
+        enclosing_throttled_periods: enclosing,
+        host_pressure,
+        window_s: dt,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(t: f64, own_cpu: f64, busy: f64, waited_s: Option<f64>, enclosing: u64) -> Reading {
+        Reading {
+            t_s: t,
+            domain: DomainStats {
+                cpu_seconds: own_cpu,
+                enclosing_throttled_periods: Some(enclosing),
+                ..Default::default()
+            },
+            host: HostReading {
+                busy_s: busy,
+                steal_s: 0.0,
+                pressure_us: None,
+                waited_ns: waited_s.map(|w| (w * 1e9) as u64),
+            },
+        }
+    }
+
+    #[test]
+    fn a_hog_on_the_trials_core_disturbs_it() {
+        // One core for 10 s: the trial got 5 s, the host's core was busy all 10, the trial waited 5 s.
+        let d = assess(
+            1.0,
+            1,
+            &reading(0.0, 0.0, 0.0, Some(0.0), 0),
+            &reading(10.0, 5.0, 10.0, Some(5.0), 0),
+        );
+        assert!(d.disturbed, "{d:?}");
+        assert!((d.other_cores - 0.5).abs() < 1e-9);
+        assert!(d.reason.unwrap().contains("other work"));
+    }
+
+    #[test]
+    fn a_trial_that_needs_less_than_its_grant_is_not_disturbed() {
+        // Two cores granted, 0.3 used, a hog busy on the rest, but the trial hardly waited to run.
+        let d = assess(
+            2.0,
+            2,
+            &reading(0.0, 0.0, 0.0, Some(0.0), 0),
+            &reading(10.0, 3.0, 20.0, Some(0.1), 0),
+        );
+        assert!(!d.disturbed, "{d:?}");
+        // Alone on its cores, a trial that used half its grant is not disturbed either.
+        let d = assess(
+            2.0,
+            2,
+            &reading(0.0, 0.0, 0.0, Some(0.0), 0),
+            &reading(10.0, 10.0, 10.0, Some(8.0), 0),
+        );
+        assert!(!d.disturbed, "{d:?}");
+    }
+
+    #[test]
+    fn a_throttled_enclosing_cgroup_disturbs_a_trial_that_wanted_more() {
+        let d = assess(
+            2.0,
+            2,
+            &reading(0.0, 0.0, 0.0, Some(0.0), 7),
+            &reading(10.0, 10.0, 10.0, Some(9.0), 107),
+        );
+        assert!(d.disturbed, "{d:?}");
+        assert!(d.reason.unwrap().contains("throttled 100 times"));
+    }
+
+    #[test]
+    fn a_trial_that_got_its_grant_is_never_disturbed() {
+        let d = assess(
+            0.5,
+            1,
+            &reading(0.0, 0.0, 0.0, Some(0.0), 0),
+            &reading(10.0, 5.0, 10.0, Some(5.0), 0),
+        );
+        assert!(!d.disturbed, "{d:?}");
+    }
+
+    #[test]
+    fn this_host_can_be_read() {
+        let me = std::process::id() as i32;
+        let r = HostReading::read(&[0], &[me]);
+        assert!(r.busy_s > 0.0);
+        assert!(
+            r.waited_ns.is_some(),
+            "this test's own threads have a schedstat"
+        );
+    }
+}
