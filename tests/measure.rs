@@ -5,6 +5,9 @@
 mod common;
 
 use common::{measure, rate, serial, skip_without_cgroups};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 /// The emulated accelerator's rate, measured with synthetic input.
 fn gpu_rate(workload: &str) -> f64 {
@@ -182,4 +185,129 @@ fn isolation_overhead_is_reported_and_small() {
     );
     assert_eq!(iso["backend"], "cgroup-v1");
     assert!(total < 100.0, "setup plus teardown under 100 ms");
+}
+
+/// Generates the image workload's dataset (as `workloads/image.toml` says) unless it exists, so that trials
+/// started together do not each generate it.
+fn image_dataset() {
+    let dir = common::data_dir().join("image-256m");
+    if !dir.exists() {
+        let out = common::run(&[
+            "dataset",
+            "gen",
+            "--kind",
+            "image",
+            "--size",
+            "256MiB",
+            "--seed",
+            "1",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+}
+
+/// `synergy measure image --cpus CPUS --warm --json ARGS` with its core ledger in `runtime`, output piped.
+fn start_measure(runtime: &Path, cpus: &str, args: &[&str]) -> Child {
+    common::synergy()
+        .args(["measure", "image", "--cpus", cpus, "--warm", "--json"])
+        .args(args)
+        .env("SYNERGY_RUNTIME_DIR", runtime)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The trial result of a finished `measure --json`, asserting it succeeded.
+fn finished(child: Child) -> serde_json::Value {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {stderr}", out.status);
+    serde_json::from_slice(&out.stdout).expect("measure --json prints JSON")
+}
+
+fn cpu_list(v: &serde_json::Value) -> Vec<u64> {
+    v["allocation"]["cpu_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect()
+}
+
+/// Whether this host has the two cores the ledger tests hand out (after saying so when not).
+fn two_cores() -> bool {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if n < 2 {
+        eprintln!("skipped: needs two cores, this process may use {n}");
+    }
+    n >= 2
+}
+
+#[test]
+fn two_measures_at_once_get_different_cores() {
+    let _g = serial();
+    if skip_without_cgroups() || !two_cores() {
+        return;
+    }
+    image_dataset();
+    let runtime = tempfile::tempdir().unwrap();
+    let a = start_measure(runtime.path(), "1", &[]);
+    let b = start_measure(runtime.path(), "1", &[]);
+    let (a, b) = (cpu_list(&finished(a)), cpu_list(&finished(b)));
+    eprintln!("cores: {a:?} and {b:?}");
+    assert_eq!((a.len(), b.len()), (1, 1));
+    assert_ne!(a, b, "each process gets its own core");
+}
+
+#[test]
+fn a_measure_needing_cores_another_holds_is_refused_naming_it() {
+    let _g = serial();
+    if skip_without_cgroups() || !two_cores() {
+        return;
+    }
+    image_dataset();
+    let runtime = tempfile::tempdir().unwrap();
+    // Long enough to still hold its cores while the second one starts and is refused.
+    let mut first = start_measure(runtime.path(), "2", &["--min-seconds", "8"]);
+    let pid = first.id().to_string();
+    let cores = runtime.path().join("cores");
+    let held_by_first = || {
+        std::fs::read_dir(&cores)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path())
+                    .is_ok_and(|t| t.lines().next() == Some(pid.as_str()))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while held_by_first() < 2 {
+        assert!(
+            first.try_wait().unwrap().is_none(),
+            "the first trial ended early"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the first trial never claimed its cores"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = start_measure(runtime.path(), "2", &[])
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("second: {stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("held by pid {pid} (`synergy measure")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("wait for it to finish"), "{stderr}");
+    assert!(out.stdout.is_empty(), "no partial output expected");
+    assert_eq!(cpu_list(&finished(first)).len(), 2);
 }

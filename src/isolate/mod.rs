@@ -2,11 +2,13 @@
 //!
 //! Backends: cgroup v1 and cgroup v2 (through cgroups-rs), and a CPU-affinity fallback for hosts where
 //! cgroups cannot be used. [`detect`] picks the best one available. Page-cache control for a dataset
-//! (evict, prewarm, residency) lives in [`pagecache`].
+//! (evict, prewarm, residency) lives in [`pagecache`]; which cores a process may take, host-wide, in
+//! [`ledger`].
 
 pub mod affinity;
 pub mod cgroup;
 pub(crate) mod cpus;
+pub mod ledger;
 pub mod pagecache;
 
 use crate::units::{Bytes, BytesPerSec, Cores};

@@ -437,6 +437,21 @@ pub fn run_trial(
         read_limit,
         count_reads_on,
     };
+    // Cores come from the host-wide ledger, so two synergy processes never pin the same ones. The lease is
+    // declared before the domain, so it is released after the domain is destroyed.
+    let lease = match &budget.cpu_list {
+        Some(list) => isolate::ledger::claim_exact(list),
+        None => isolate::ledger::claim(req.cpus.threads(), &host_cores()),
+    }
+    .map_err(IsolateError::from)?;
+    let budget = Budget {
+        cpu_list: Some(lease.cores().to_vec()),
+        ..budget
+    };
+    let why = match lease.unledgered() {
+        Some(reason) => format!("{why}; {reason}"),
+        None => why,
+    };
     let t0 = Instant::now();
     let mut domain = backend.create(&unique_name(), &budget)?;
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
