@@ -844,7 +844,7 @@ struct MeasureArgs {
     cpus: Option<f64>,
     /// Specific core ids, e.g. `0,1` or `0-3`.
     #[arg(long, value_parser = parse_cpu_list)]
-    cpu_list: Option<Vec<usize>>,
+    cpu_list: Option<CoreIds>,
     /// Memory limit for the workload's cgroup (resident memory plus page cache), e.g. 1GiB.
     #[arg(long)]
     mem: Option<Bytes>,
@@ -894,7 +894,11 @@ struct MeasureArgs {
     json: bool,
 }
 
-fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+/// Core ids as one flag value: a newtype, because clap reads `Option<Vec<T>>` as a flag given many times.
+#[derive(Debug, Clone, PartialEq)]
+struct CoreIds(Vec<usize>);
+
+fn parse_cpu_list(s: &str) -> Result<CoreIds, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let bad = || format!("`{part}` is not a core id or range (examples: 0,1 or 0-3)");
@@ -915,7 +919,7 @@ fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     }
     out.sort_unstable();
     out.dedup();
-    Ok(out)
+    Ok(CoreIds(out))
 }
 
 /// Runs the command line and returns the process exit code.
@@ -1089,7 +1093,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         );
     }
     let mut req = TrialRequest::new(spec, Cores(cpus));
-    req.cpu_list = args.cpu_list;
+    req.cpu_list = args.cpu_list.map(|c| c.0);
     req.mem_limit = args.mem;
     req.cache_bytes = args.cache_bytes;
     req.cache_state = if args.cold {
@@ -1486,7 +1490,7 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse_ranges() {
-        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("0-2,5").unwrap(), CoreIds(vec![0, 1, 2, 5]));
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("x").is_err());
     }

@@ -311,3 +311,42 @@ fn a_measure_needing_cores_another_holds_is_refused_naming_it() {
     assert!(out.stdout.is_empty(), "no partial output expected");
     assert_eq!(cpu_list(&finished(first)).len(), 2);
 }
+
+#[test]
+fn a_cpu_hog_on_the_trials_core_marks_it_disturbed() {
+    let _g = serial();
+    if skip_without_cgroups() {
+        return;
+    }
+    let args = [
+        "image",
+        "--cpus",
+        "1",
+        "--cpu-list",
+        "0",
+        "--warm",
+        "--max-seconds",
+        "8",
+    ];
+    let v = {
+        let _hog = common::Hog::on(0);
+        // Let the scheduler see the hog as a steady load before the trial starts.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        measure(&args)
+    };
+    let d = &v["disturbance"];
+    eprintln!("with a hog on core 0: {d}");
+    assert_eq!(d["disturbed"], true, "{d}");
+    assert!(d["other_cores"].as_f64().unwrap() > 0.3, "{d}");
+    assert!(d["reason"].as_str().unwrap().contains("other work"), "{d}");
+    // Without it, the same trial gets its core (unless someone else's work was there: then say so).
+    let v = measure(&args);
+    let d = &v["disturbance"];
+    eprintln!("without: {d}");
+    if d["other_cores"].as_f64().unwrap() < 0.1 {
+        assert_eq!(d["disturbed"], false, "{d}");
+        assert!(d["got_cores"].as_f64().unwrap() > 0.9, "{d}");
+    } else {
+        eprintln!("the host was busy on core 0 without the hog too; not checking the quiet case");
+    }
+}

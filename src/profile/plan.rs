@@ -863,6 +863,11 @@ pub fn run_profile(
             CacheKind::PageCache => HitModel::PageCache,
         },
     };
+    // The profile's cores are held for the whole run, so no other synergy process takes them between
+    // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
+    let _cores =
+        crate::isolate::ledger::claim(Cores(plan.c_max()).threads(), &measure::trial::host_cores())
+            .map_err(|e| TrialError::Isolate(e.into()))?;
     let journal_path = req.out.with_extension("trials.jsonl");
     let mut run = Runner {
         journal: Journal::open(journal_path.clone(), req.resume)?,
