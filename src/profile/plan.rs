@@ -315,7 +315,7 @@ pub fn run_profile(
         .iter()
         .filter_map(|t| t.result.telemetry.memory_peak_bytes)
         .max();
-    let footprint = measured_footprint.unwrap_or(spec.footprint.0);
+    let footprint = measured_footprint.unwrap_or(spec.footprint.map_or(0, |b| b.0));
     let mut footprint_points: Vec<FootprintPoint> = cpu_trials
         .iter()
         .filter_map(|t| {
@@ -327,7 +327,7 @@ pub fn run_profile(
         .collect();
     footprint_points.sort_by(|a, b| a.cpus.total_cmp(&b.cpus));
     footprint_points.dedup_by(|a, b| a.cpus == b.cpus);
-    let axis_base = footprint.max(spec.footprint.0);
+    let axis_base = footprint.max(spec.footprint.map_or(0, |b| b.0));
     let curve = CpuCurve::new(
         sweep
             .iter()
