@@ -97,13 +97,35 @@ enum DatasetCmd {
         /// Directory to create.
         dir: PathBuf,
     },
+    /// This host's one-core preprocessing rate for a built-in pipeline on a dataset: what
+    /// `--gpu-rate 1.3x` multiplies. Stored in the dataset directory per host and boot; measured (about
+    /// 0.3 s of CPU) when none is stored.
+    #[command(
+        after_help = "Examples:\n  synergy dataset rate ~/.cache/synergy/datasets/image-256m --pipeline image\n  synergy dataset rate data/text --pipeline text --seq-len 512 --refresh --json"
+    )]
+    Rate {
+        /// The dataset directory.
+        dir: PathBuf,
+        /// The pipeline.
+        #[arg(long, value_enum)]
+        pipeline: builtin::Pipeline,
+        /// Tokens per sequence (text only; default 512, as `workload run`).
+        #[arg(long)]
+        seq_len: Option<usize>,
+        /// Measure again even when a rate is stored.
+        #[arg(long)]
+        refresh: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 enum WorkloadCmd {
     /// Run a built-in pipeline under the launch contract (SYNERGY_CPUS, SYNERGY_CACHE_BYTES, ...).
     #[command(
-        after_help = "Example:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50"
+        after_help = "Examples:\n  SYNERGY_CPUS=1 synergy workload run image --dataset data/image --gpu-rate 400 --max-steps 50\n  SYNERGY_CPUS=2 synergy workload run image --dataset data/image --gpu-rate 1.3x --max-seconds 10   # 1.3 x this host's one-core rate"
     )]
     Run(builtin::RunArgs),
 }
@@ -1027,11 +1049,62 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             }
             Ok(0)
         }
+        Command::Dataset(DatasetCmd::Rate {
+            dir,
+            pipeline,
+            seq_len,
+            refresh,
+            json,
+        }) => dataset_rate_cmd(&dir, pipeline, seq_len, refresh, json),
         Command::Workload(WorkloadCmd::Run(args)) => {
             builtin::run(&args)?;
             Ok(0)
         }
     }
+}
+
+fn dataset_rate_cmd(
+    dir: &std::path::Path,
+    pipeline: builtin::Pipeline,
+    seq_len: Option<usize>,
+    refresh: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
+    if seq_len.is_some() && pipeline != builtin::Pipeline::Text {
+        return Err(InputError::new("--seq-len", "applies to the text pipeline only").into());
+    }
+    if seq_len == Some(0) {
+        return Err(InputError::new("--seq-len", "must be at least 1").into());
+    }
+    // The same default as `synergy workload run`, so both find the same stored rate.
+    let seq_len = seq_len.unwrap_or(builtin::DEFAULT_SEQ_LEN);
+    let r = builtin::rate::one_core_rate(dir, pipeline, seq_len, refresh)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(0);
+    }
+    let m = &r.measurement;
+    let when = if r.measured_now {
+        "measured now".to_string()
+    } else {
+        format!("stored, measured at unix time {}", m.measured_unix_s)
+    };
+    let work = match r.key.seq_len {
+        Some(n) => format!("{pipeline} pipeline, {n}-token sequences"),
+        None => format!("{pipeline} pipeline"),
+    };
+    println!(
+        "{}: {:.1} samples per CPU-second on one core ({work}; {} samples in {:.3} CPU-s, {when})",
+        dir.display(),
+        m.samples_per_cpu_s,
+        m.samples,
+        m.cpu_s
+    );
+    match &r.not_kept {
+        None => println!("  kept in {}", r.rate_file.display()),
+        Some(why) => println!("  not kept: {why}"),
+    }
+    Ok(0)
 }
 
 fn check_positive(flag: &str, v: f64) -> Result<(), InputError> {

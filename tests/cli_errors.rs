@@ -46,9 +46,73 @@ fn more_cores_than_the_host_has_is_refused() {
 
 #[test]
 fn memory_below_the_footprint_is_refused() {
+    // `footprint` is a floor a spec may declare; the built-in specs declare none.
+    let d = tempfile::tempdir().unwrap();
+    let spec = write_spec(d.path(), "floor.toml", GOOD);
     assert_input_error(
-        &["measure", "image", "--cpus", "1", "--mem", "1MiB"],
-        &["--mem", "footprint"],
+        &["measure", &spec, "--cpus", "1", "--mem", "1MiB"],
+        &["--mem", "footprint", &spec],
+    );
+}
+
+#[test]
+fn bad_gpu_rates_are_refused() {
+    for bad in ["0", "-1x", "x", "nan", "0x", "fast"] {
+        assert_input_error(
+            &[
+                "workload",
+                "run",
+                "text",
+                "--dataset",
+                "/nonexistent",
+                "--gpu-rate",
+                bad,
+                "--max-steps",
+                "1",
+            ],
+            &["--gpu-rate", &format!("`{bad}`")],
+        );
+    }
+}
+
+#[test]
+fn a_relative_gpu_rate_needs_the_dataset() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no-such-dataset").display().to_string();
+    let out = common::synergy()
+        .args(["workload", "run", "image", "--dataset", &missing])
+        .args(["--gpu-rate", "1.3x", "--max-steps", "1"])
+        .env("SYNERGY_SYNTHETIC", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--gpu-rate") && stderr.contains(&missing),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn dataset_rate_names_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("none").display().to_string();
+    assert_input_error(
+        &["dataset", "rate", &missing, "--pipeline", "image"],
+        &[&missing],
+    );
+    assert_input_error(
+        &[
+            "dataset",
+            "rate",
+            &missing,
+            "--pipeline",
+            "image",
+            "--seq-len",
+            "8",
+        ],
+        &["--seq-len"],
     );
 }
 

@@ -1,11 +1,14 @@
 //! Measuring one trial: read a workload's progress, estimate its throughput with a confidence interval,
-//! stop as soon as it is known precisely enough, and collect telemetry.
+//! stop as soon as it is known precisely enough, and collect telemetry; and calibrate how fast this host's
+//! CPU is.
 
 pub mod contention;
 pub mod estimate;
+pub mod hostspeed;
 pub mod progress;
 pub mod telemetry;
 pub mod trial;
 
 pub use estimate::{Estimate, EstimatorConfig, StopReason};
+pub use hostspeed::{cpu_calibration, CpuCalibration};
 pub use trial::{run_trial, CacheState, TrialError, TrialRequest, TrialResult};

@@ -265,13 +265,14 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
             ));
         }
     }
-    let footprint = req.spec.footprint;
+    // The spec's footprint is a floor the workload cannot run below; without one, any budget is tried.
+    let footprint = req.spec.footprint.unwrap_or(Bytes(0));
     if let Some(mem) = req.mem_limit {
         if mem < footprint {
             return Err(InputError::new(
                 "--mem",
                 format!(
-                    "{mem} is below the workload's footprint of {footprint} (field `footprint` in {})",
+                    "{mem} is below the least memory the workload runs in, {footprint} (field `footprint` in {})",
                     req.spec.origin
                 ),
             ));

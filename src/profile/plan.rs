@@ -707,9 +707,9 @@ fn calibrate(
     Ok(out)
 }
 
-/// The spec's declared footprint floor, bytes.
+/// The spec's declared footprint floor, bytes (0 when it declares none: the footprint is measured).
 fn spec_floor(spec: &WorkloadSpec) -> u64 {
-    spec.footprint.0
+    spec.footprint.map_or(0, |b| b.0)
 }
 
 /// Stage 5: the model. The CPU a miss costs is the least-squares slope of CPU-seconds per sample

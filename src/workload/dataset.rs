@@ -54,7 +54,7 @@ pub struct DatasetManifest {
 /// The data files of a dataset, sorted by path, with their sizes.
 #[derive(Debug, Clone, Default)]
 pub struct DatasetFiles {
-    /// `(path, bytes)` for every regular file except the manifest.
+    /// `(path, bytes)` for every regular file except the manifest and hidden ones.
     pub files: Vec<(PathBuf, u64)>,
 }
 
@@ -69,13 +69,19 @@ impl DatasetFiles {
     }
 }
 
-/// Lists every regular file under `dir` (recursively, sorted, manifest excluded).
+/// Lists every regular file under `dir` (recursively, sorted), except the manifest and hidden entries
+/// (names starting with `.`): those are synergy's own files, such as the one-core rate
+/// ([`crate::workload::builtin::RATE_FILE`]) and the temporary files of its atomic writes, or other tools'
+/// (`.DS_Store`, `.git`), never data.
 pub fn scan(dir: &Path) -> std::io::Result<DatasetFiles> {
     let mut files = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d)? {
             let entry = entry?;
+            if entry.file_name().as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
             let ft = entry.file_type()?;
             let path = entry.path();
             if ft.is_dir() {
@@ -672,6 +678,24 @@ mod tests {
                 .count()
         };
         assert!(count(0) > 20 * count(1000).max(1));
+    }
+
+    #[test]
+    fn scan_skips_the_manifest_and_hidden_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("txt");
+        generate(DatasetKind::Text, &dir, Bytes(1000), 1, &Cancel::new()).unwrap();
+        std::fs::write(dir.join(crate::workload::builtin::RATE_FILE), b"{}").unwrap();
+        std::fs::write(dir.join(".tmpAb12Cd"), b"half a rate file").unwrap();
+        std::fs::create_dir(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git/HEAD"), b"ref").unwrap();
+        let files = scan(&dir).unwrap();
+        let names: Vec<_> = files
+            .paths()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, vec!["shard_00000.bin"]);
+        assert_eq!(files.total_bytes(), 1000);
     }
 
     #[test]

@@ -33,9 +33,14 @@ pub struct WorkloadSpec {
     /// GPUs the workload trains on.
     #[serde(default = "one")]
     pub gpus: u32,
-    /// Memory the workload needs besides any dataset cache (resident memory), e.g. `"256MiB"`.
-    #[serde(with = "bytes_str")]
-    pub footprint: Bytes,
+    /// The least memory this workload can run in, e.g. `"1GiB"`: a floor that `measure --mem` may not go
+    /// below. Optional; what a workload really uses besides its cache is measured (a profile's footprint).
+    #[serde(
+        default,
+        with = "opt_bytes_str",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub footprint: Option<Bytes>,
     /// Which cache serves the dataset: the OS page cache, or the workload's own (`SYNERGY_CACHE_BYTES`).
     #[serde(default)]
     pub cache: CacheKind,
@@ -299,7 +304,7 @@ impl WorkloadSpec {
             command,
             batch_size: 1,
             gpus: 1,
-            footprint: Bytes(0),
+            footprint: None,
             cache: CacheKind::PageCache,
             dataset: None,
             progress: ProgressSpec::Pipe,
@@ -412,6 +417,23 @@ mod bytes_str {
     }
 }
 
+/// [`bytes_str`] for an optional size.
+mod opt_bytes_str {
+    use super::*;
+    use serde::Deserializer;
+
+    pub fn serialize<S: serde::Serializer>(b: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            Some(b) => bytes_str::serialize(b, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        bytes_str::deserialize(d).map(Some)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,6 +444,18 @@ mod tests {
             let spec = WorkloadSpec::load(name).unwrap();
             assert_eq!(spec.name, name);
         }
+    }
+
+    #[test]
+    fn the_footprint_is_an_optional_floor() {
+        for (name, _) in BUILTIN {
+            assert_eq!(WorkloadSpec::load(name).unwrap().footprint, None, "{name}");
+        }
+        let text = "name='x'\ncommand=['true']\nbatch_size=1\nfootprint='1MiB'\n";
+        let spec = WorkloadSpec::parse(text, "x.toml", Path::new(".")).unwrap();
+        assert_eq!(spec.footprint, Some(Bytes(1 << 20)));
+        let bad = text.replace("'1MiB'", "'lots'");
+        assert!(WorkloadSpec::parse(&bad, "x.toml", Path::new(".")).is_err());
     }
 
     #[test]

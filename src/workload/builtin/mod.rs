@@ -1,13 +1,16 @@
 //! The built-in reference workloads: real input pipelines (image, audio, text) over a dataset on disk,
-//! feeding an emulated accelerator that ingests batches at a fixed rate without using CPU.
+//! feeding an emulated accelerator that ingests batches at a fixed rate without using CPU, given in
+//! samples/s or relative to this host's one-core preprocessing rate ([`rate`]).
 
 mod audio;
 mod image;
 mod pipeline;
+pub mod rate;
 mod source;
 mod text;
 
-pub use pipeline::run_with;
+pub use pipeline::{run_at, run_with};
+pub use rate::{GpuRate, OneCoreRate, RATE_FILE};
 
 use super::{env, WorkloadError};
 use crate::error::InputError;
@@ -19,8 +22,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+/// Tokens per text sequence unless `--seq-len` says otherwise.
+pub const DEFAULT_SEQ_LEN: usize = 512;
+
 /// Which built-in pipeline to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Pipeline {
     /// JPEG decode, random-resized crop to 224x224, horizontal flip, normalize.
     Image,
@@ -28,6 +37,16 @@ pub enum Pipeline {
     Audio,
     /// Fixed-length token sequences cut from shards.
     Text,
+}
+
+impl std::fmt::Display for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Pipeline::Image => "image",
+            Pipeline::Audio => "audio",
+            Pipeline::Text => "text",
+        })
+    }
 }
 
 /// Arguments of `synergy workload run`. The budget comes from the launch contract's environment.
@@ -42,9 +61,11 @@ pub struct RunArgs {
     /// Samples per step.
     #[arg(long, default_value_t = 64)]
     pub batch_size: u32,
-    /// Emulated accelerator ingestion rate, samples per second.
-    #[arg(long)]
-    pub gpu_rate: f64,
+    /// Emulated accelerator ingestion rate: samples per second (`900`), or a multiple of this host's
+    /// one-core preprocessing rate for this pipeline on this dataset (`1.3x`; measured at start-up unless
+    /// stored, see `synergy dataset rate`).
+    #[arg(long, allow_hyphen_values = true)]
+    pub gpu_rate: GpuRate,
     /// Stop after this many steps in all, resumed ones included (default: run until stopped).
     #[arg(long)]
     pub max_steps: Option<u64>,
@@ -61,7 +82,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2)]
     pub prefetch: usize,
     /// Tokens per sequence (text pipeline).
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = DEFAULT_SEQ_LEN)]
     pub seq_len: usize,
     /// Overrides `SYNERGY_CACHE_BYTES`.
     #[arg(long)]
@@ -169,6 +190,8 @@ pub struct Summary {
     pub dataset_bytes: u64,
     /// Bytes the app cache held at the end.
     pub cache_used_bytes: u64,
+    /// The accelerator's ingestion rate it ran at, samples/s.
+    pub gpu_rate_samples_per_s: f64,
 }
 
 impl Summary {
@@ -201,9 +224,14 @@ pub fn run(args: &RunArgs) -> Result<(), WorkloadError> {
             .and_then(|_| signal_hook::flag::register(sig, stop.clone()))
             .map_err(|e| WorkloadError::io("installing signal handlers", e))?;
     }
-    let summary = pipeline::run_with(
+    let gpu_rate = rate::resolve_gpu_rate(args)?;
+    if let Some(why) = gpu_rate.one_core.as_ref().and_then(|r| r.not_kept.as_ref()) {
+        eprintln!("synergy workload: {why}");
+    }
+    let summary = pipeline::run_at(
         args,
         &cfg,
+        gpu_rate.samples_per_s,
         progress.as_mut().map(|f| f as &mut dyn Write),
         &stop,
     )?;
@@ -218,13 +246,14 @@ pub fn run(args: &RunArgs) -> Result<(), WorkloadError> {
         },
     );
     eprintln!(
-        "{:?}: {} steps, {} samples in {:.2} s = {:.1} samples/s, {} workers, {}",
+        "{:?}: {} steps, {} samples in {:.2} s = {:.1} samples/s, {} workers, G {}, {}",
         args.pipeline,
         summary.steps,
         summary.samples,
         summary.seconds,
         summary.rate_samples_per_s(),
         cfg.workers,
+        gpu_rate.describe(args.gpu_rate),
         hits
     );
     Ok(())

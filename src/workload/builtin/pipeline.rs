@@ -3,7 +3,7 @@
 //! over a bounded channel to an accelerator that ingests them at a fixed rate and reports each step.
 
 use super::source::{AppCache, Items};
-use super::{audio, image, text, Pipeline, ResumeState, RunArgs, RunConfig, Summary};
+use super::{audio, image, rate, text, Pipeline, ResumeState, RunArgs, RunConfig, Summary};
 use crate::error::InputError;
 use crate::workload::WorkloadError;
 use rand::seq::SliceRandom;
@@ -30,7 +30,7 @@ struct Batch {
 }
 
 /// Values per sample in the batch buffers: (f32s, i64s).
-fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
+pub(super) fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
     match pipeline {
         Pipeline::Image => (image::FLOATS_PER_SAMPLE, 0),
         Pipeline::Audio => (audio::FLOATS_PER_SAMPLE, 0),
@@ -39,15 +39,28 @@ fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
 }
 
 /// Runs the workload with an explicit budget, writing progress lines to `progress` when given, until a
-/// step or time limit, `stop`, or a closed progress pipe.
+/// step or time limit, `stop`, or a closed progress pipe. A relative `--gpu-rate` is resolved first
+/// ([`rate::resolve_gpu_rate`]).
 pub fn run_with<'a>(
     args: &'a RunArgs,
     cfg: &'a RunConfig,
     progress: Option<&'a mut dyn Write>,
     stop: &'a AtomicBool,
 ) -> Result<Summary, WorkloadError> {
+    let gpu_rate = rate::resolve_gpu_rate(args)?;
+    run_at(args, cfg, gpu_rate.samples_per_s, progress, stop)
+}
+
+/// [`run_with`] at an ingestion rate already resolved, samples/s (`args.gpu_rate` is not read).
+pub fn run_at<'a>(
+    args: &'a RunArgs,
+    cfg: &'a RunConfig,
+    gpu_rate_samples_per_s: f64,
+    progress: Option<&'a mut dyn Write>,
+    stop: &'a AtomicBool,
+) -> Result<Summary, WorkloadError> {
     let start = Instant::now();
-    if !(args.gpu_rate.is_finite() && args.gpu_rate > 0.0) {
+    if !(gpu_rate_samples_per_s.is_finite() && gpu_rate_samples_per_s > 0.0) {
         return Err(InputError::new("--gpu-rate", "must be a positive number of samples/s").into());
     }
     if args.batch_size == 0 {
@@ -59,6 +72,7 @@ pub fn run_with<'a>(
     };
     let mut acc = Accelerator {
         args,
+        gpu_rate_samples_per_s,
         start,
         stop,
         progress,
@@ -137,6 +151,7 @@ pub fn run_with<'a>(
 /// The emulated accelerator: ingests `batch / gpu_rate` seconds per batch without using CPU.
 struct Accelerator<'a> {
     args: &'a RunArgs,
+    gpu_rate_samples_per_s: f64,
     start: Instant,
     stop: &'a AtomicBool,
     progress: Option<&'a mut dyn Write>,
@@ -208,7 +223,7 @@ impl Accelerator<'_> {
     /// Ingests one batch that was ready at `ready_at`, then reports the step. Returns false when the
     /// progress pipe has been closed (the reader is gone, so the run is over).
     fn step(&mut self, batch: &Batch, ready_at: Instant) -> Result<bool, WorkloadError> {
-        let busy = Duration::from_secs_f64(batch.samples as f64 / self.args.gpu_rate);
+        let busy = Duration::from_secs_f64(batch.samples as f64 / self.gpu_rate_samples_per_s);
         let now = Instant::now();
         // A schedule far in the past (the process was frozen or stopped) is not time the accelerator
         // can make up: at most one batch of lateness is caught up.
@@ -264,6 +279,7 @@ impl Accelerator<'_> {
 
     fn finish(mut self) -> Summary {
         self.summary.seconds = self.start.elapsed().as_secs_f64();
+        self.summary.gpu_rate_samples_per_s = self.gpu_rate_samples_per_s;
         self.summary
     }
 }
@@ -282,10 +298,21 @@ struct Loader<'a> {
 }
 
 /// The per-worker preprocessing state.
-enum Preprocessor {
+pub(super) enum Preprocessor {
     Image(Box<image::ImageWorker>),
     Audio(Box<audio::AudioWorker>),
     Text,
+}
+
+impl Preprocessor {
+    /// A fresh worker's state for `pipeline`.
+    pub(super) fn new(pipeline: Pipeline) -> Self {
+        match pipeline {
+            Pipeline::Image => Preprocessor::Image(Box::default()),
+            Pipeline::Audio => Preprocessor::Audio(Box::default()),
+            Pipeline::Text => Preprocessor::Text,
+        }
+    }
 }
 
 impl Loader<'_> {
@@ -314,11 +341,7 @@ impl Loader<'_> {
 
     /// A worker: claims batches until stopped or the accelerator hangs up; sends its first error.
     fn work(&self, tx: SyncSender<Result<Batch, WorkloadError>>) {
-        let mut pre = match self.args.pipeline {
-            Pipeline::Image => Preprocessor::Image(Box::default()),
-            Pipeline::Audio => Preprocessor::Audio(Box::default()),
-            Pipeline::Text => Preprocessor::Text,
-        };
+        let mut pre = Preprocessor::new(self.args.pipeline);
         while !self.stop.load(Ordering::Relaxed) {
             let b = self.next_batch.fetch_add(1, Ordering::Relaxed);
             let batch = match self.load_batch(b, &mut pre) {
@@ -395,7 +418,7 @@ impl Loader<'_> {
     }
 }
 
-fn preprocess(
+pub(super) fn preprocess(
     pre: &mut Preprocessor,
     bytes: &[u8],
     rng: &mut ChaCha8Rng,
@@ -411,7 +434,7 @@ fn preprocess(
 }
 
 /// The augmentation randomness of one sample in one epoch, independent of which worker loads it.
-fn sample_rng(seed: u64, epoch: u64, item: usize) -> ChaCha8Rng {
+pub(super) fn sample_rng(seed: u64, epoch: u64, item: usize) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     rng.set_stream((epoch << 32) ^ item as u64);
     rng
@@ -429,7 +452,7 @@ mod tests {
             pipeline,
             dataset: dataset.to_path_buf(),
             batch_size,
-            gpu_rate,
+            gpu_rate: super::super::GpuRate::SamplesPerS(gpu_rate),
             max_steps: None,
             max_samples: None,
             max_seconds: Some(20.0),

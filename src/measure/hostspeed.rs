@@ -1,0 +1,158 @@
+//! How fast this host's CPU is, by a fixed calibration kernel: machines of one kind differ in speed by up
+//! to 2x, so a profile records the calibration beside its numbers, taken before and after, to say how fast
+//! the machine that made it was and whether its speed held while it ran.
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Timed repeats of the kernel (after one untimed warm-up repeat).
+const REPEATS: u32 = 7;
+/// 64-bit words in the kernel's buffer: 4 KiB, so it stays in every L1 cache and memory speed does not
+/// enter.
+const BUF_WORDS: usize = 512;
+/// Passes over the buffer per repeat: a fixed amount of work, about 15 ms on the slower machines of the
+/// 2-core kind with a release build (debug builds are several times slower; compare release numbers only).
+const PASSES_PER_REPEAT: u64 = 10_000;
+/// Kernel operations per repeat: one per buffer word per pass.
+const OPS_PER_REPEAT: u64 = PASSES_PER_REPEAT * BUF_WORDS as u64;
+
+/// The result of [`cpu_calibration`]: kernel operations per second on one thread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuCalibration {
+    /// Operations per wall-clock second in the fastest repeat (the least disturbed by other tenants).
+    pub ops_per_s: f64,
+    /// Operations per second of the thread's own CPU time over all repeats, which other tenants lower
+    /// only through shared caches, not by taking the core.
+    pub ops_per_cpu_s: f64,
+    /// Relative spread of the repeats' wall-clock rates, max/min - 1: near 0 on a quiet host.
+    pub spread: f64,
+    /// Timed repeats.
+    pub repeats: u32,
+    /// The core the thread was pinned to; `None` when none was asked for or pinning failed (a core
+    /// outside this process's cpuset), and the thread ran wherever the scheduler put it.
+    pub core: Option<usize>,
+}
+
+/// Runs the calibration kernel (integer and float work over a 4 KiB buffer: no I/O, no allocation) on a
+/// new thread, pinned to `core` when given, [`REPEATS`] times after a warm-up; about 120 ms on this
+/// machine kind in a release build.
+pub fn cpu_calibration(core: Option<usize>) -> CpuCalibration {
+    let run = move || {
+        let pinned = core.filter(|&c| pin_this_thread(c));
+        measure_repeats(pinned)
+    };
+    // A thread of its own, so that pinning never touches the caller's affinity; where no thread can be
+    // made, the caller's thread is measured unpinned.
+    match std::thread::Builder::new()
+        .name("cpu-calibration".into())
+        .spawn(run)
+    {
+        Ok(handle) => handle.join().unwrap_or_else(|_| measure_repeats(None)),
+        Err(_) => measure_repeats(None),
+    }
+}
+
+fn measure_repeats(core: Option<usize>) -> CpuCalibration {
+    let mut buf = [0u64; BUF_WORDS];
+    let mut seed = std::hint::black_box(0x9e37_79b9_7f4a_7c15u64);
+    for w in buf.iter_mut() {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *w = seed | 1;
+    }
+    std::hint::black_box(kernel(&mut buf, PASSES_PER_REPEAT));
+    let mut rates = Vec::with_capacity(REPEATS as usize);
+    let cpu_start = thread_cpu_s();
+    for _ in 0..REPEATS {
+        let t0 = Instant::now();
+        std::hint::black_box(kernel(&mut buf, PASSES_PER_REPEAT));
+        let wall_s = t0.elapsed().as_secs_f64().max(1e-9);
+        rates.push(OPS_PER_REPEAT as f64 / wall_s);
+    }
+    let cpu_s = (thread_cpu_s() - cpu_start).max(1e-9);
+    let best = rates.iter().copied().fold(0.0, f64::max);
+    let worst = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    CpuCalibration {
+        ops_per_s: best,
+        ops_per_cpu_s: (OPS_PER_REPEAT * u64::from(REPEATS)) as f64 / cpu_s,
+        spread: best / worst - 1.0,
+        repeats: REPEATS,
+        core,
+    }
+}
+
+/// The kernel: xorshift mixing chained through the buffer plus a float accumulation, so neither the
+/// integer nor the float units can be skipped and the compiler cannot fold the work away.
+fn kernel(buf: &mut [u64; BUF_WORDS], passes: u64) -> f64 {
+    let mut acc = 1.0f64;
+    let scale = 1.0 / (1u64 << 53) as f64;
+    for _ in 0..passes {
+        let mut prev = buf[BUF_WORDS - 1];
+        for w in buf.iter_mut() {
+            let mut x = *w ^ prev.rotate_left(7);
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *w = x;
+            prev = x;
+            acc = acc * 0.999_999_9 + (x >> 11) as f64 * scale;
+        }
+    }
+    acc
+}
+
+/// Pins the calling thread to `core`; false when the kernel refuses (a core not in this cpuset).
+fn pin_this_thread(core: usize) -> bool {
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(core).is_err() {
+        return false;
+    }
+    // Pid 0 is the calling thread for sched_setaffinity.
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).is_ok()
+}
+
+/// CPU time of the calling thread, seconds (user and system), from `CLOCK_THREAD_CPUTIME_ID`.
+pub(crate) fn thread_cpu_s() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+        // Linux always has this clock; 0 only makes a rate meaningless, never a crash.
+        .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calibration_is_positive_finite_and_repeatable() {
+        let a = cpu_calibration(Some(0));
+        let b = cpu_calibration(None);
+        for c in [a, b] {
+            assert!(c.ops_per_s.is_finite() && c.ops_per_s > 0.0, "{c:?}");
+            assert!(
+                c.ops_per_cpu_s.is_finite() && c.ops_per_cpu_s > 0.0,
+                "{c:?}"
+            );
+            assert!(c.spread.is_finite() && c.spread >= 0.0, "{c:?}");
+            assert_eq!(c.repeats, REPEATS);
+        }
+        // Core 0 exists everywhere, but a cpuset may leave it out; then it ran unpinned.
+        assert!(a.core.is_none() || a.core == Some(0));
+        assert_eq!(b.core, None);
+        // By CPU time another tenant cannot halve the rate: a bound that only a broken clock or kernel
+        // breaks, not a busy host.
+        let ratio = a.ops_per_cpu_s / b.ops_per_cpu_s;
+        assert!((1.0 / 3.0..=3.0).contains(&ratio), "{a:?} vs {b:?}");
+        let json = serde_json::to_value(a).unwrap();
+        assert!(json["ops_per_s"].is_number() && json["spread"].is_number());
+    }
+
+    #[test]
+    fn the_thread_clock_advances_with_work() {
+        let t0 = thread_cpu_s();
+        let mut buf = [1u64; BUF_WORDS];
+        std::hint::black_box(kernel(&mut buf, 200));
+        assert!(thread_cpu_s() > t0);
+    }
+}
