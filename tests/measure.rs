@@ -4,14 +4,15 @@
 
 mod common;
 
-use common::{measure, rate, serial, skip_without_cgroups};
+use common::{measure, measure_undisturbed, rate, serial, skip_without_cgroups};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// The emulated accelerator's rate, measured with synthetic input.
-fn gpu_rate(workload: &str) -> f64 {
-    rate(&measure(&[workload, "--synthetic", "--cpus", "1"])).0
+/// Throughput and half-width of an undisturbed trial; `None` when the host stayed busy (see
+/// [`measure_undisturbed`]), and the test then skips its throughput assertions.
+fn undisturbed_rate(args: &[&str]) -> Option<(f64, f64)> {
+    measure_undisturbed(args).map(|v| rate(&v))
 }
 
 #[test]
@@ -20,13 +21,15 @@ fn image_throughput_rises_with_cores_until_the_ingestion_rate() {
     if skip_without_cgroups() {
         return;
     }
-    let at = |c: &str| rate(&measure(&["image", "--cpus", c, "--warm"]));
+    let at = |c: &str| undisturbed_rate(&["image", "--cpus", c, "--warm"]);
     // G is 1.3x this host's one-core rate, measured on the dataset: the first trial makes the dataset
     // (and keeps the rate), so the synthetic trial comes after it.
-    let (t05, h05) = at("0.5");
-    let g = gpu_rate("image");
-    let (t1, h1) = at("1");
-    let (t2, h2) = at("2");
+    let Some((t05, h05)) = at("0.5") else { return };
+    let Some((g, _)) = undisturbed_rate(&["image", "--synthetic", "--cpus", "1"]) else {
+        return;
+    };
+    let Some((t1, h1)) = at("1") else { return };
+    let Some((t2, h2)) = at("2") else { return };
     eprintln!("image: G {g:.1}; 0.5 cores {t05:.1}±{h05:.1}, 1 core {t1:.1}±{h1:.1}, 2 cores {t2:.1}±{h2:.1}");
     assert!(t05 + h05 < t1 - h1, "1 core beats 0.5 cores");
     assert!(t05 < 0.8 * g, "0.5 cores is below the ingestion rate");
@@ -43,8 +46,12 @@ fn text_throughput_is_flat_in_cores() {
     if skip_without_cgroups() {
         return;
     }
-    let (t05, h05) = rate(&measure(&["text", "--cpus", "0.5", "--warm"]));
-    let (t2, h2) = rate(&measure(&["text", "--cpus", "2", "--warm"]));
+    let Some((t05, h05)) = undisturbed_rate(&["text", "--cpus", "0.5", "--warm"]) else {
+        return;
+    };
+    let Some((t2, h2)) = undisturbed_rate(&["text", "--cpus", "2", "--warm"]) else {
+        return;
+    };
     eprintln!("text: 0.5 cores {t05:.1}±{h05:.1}, 2 cores {t2:.1}±{h2:.1}");
     assert!(
         (t2 - t05).abs() <= h05 + h2 + 0.01 * t2,
@@ -72,8 +79,11 @@ fn a_storage_limit_makes_a_cold_run_fetch_bound_and_prewarming_recovers() {
     let mean_file = cold["dataset"]["mean_file_bytes"].as_f64().unwrap();
     let expected = limit / mean_file;
     let (t_cold, _) = rate(&cold);
-    let warm = measure(&["image", "--cpus", "2", "--warm", "--storage-bps", "20MB/s"]);
-    let (t_warm, _) = rate(&warm);
+    let Some((t_warm, _)) =
+        undisturbed_rate(&["image", "--cpus", "2", "--warm", "--storage-bps", "20MB/s"])
+    else {
+        return;
+    };
     eprintln!(
         "image at 20 MB/s: cold {t_cold:.1} (fetch rate {expected:.1}), prewarmed {t_warm:.1}"
     );

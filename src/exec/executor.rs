@@ -368,6 +368,7 @@ pub fn run(
         dataset: datasets
             .get(&list.jobs[i].spec.origin)
             .and_then(|d| d.as_deref()),
+        footprint_bytes: list.jobs[i].footprint_bytes,
         work: list.jobs[i].work,
         state_file: &state_files[i],
         loader_cpus: loader[i],

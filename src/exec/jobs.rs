@@ -56,6 +56,9 @@ pub struct Job {
     pub arrival_s: f64,
     /// Samples per step (the spec's, equal to the profile's).
     pub batch_size: u32,
+    /// Memory it needs besides an application cache, bytes: the most its profile measured, or the
+    /// spec's floor if that is higher.
+    pub footprint_bytes: u64,
 }
 
 impl Job {
@@ -124,7 +127,8 @@ impl JobList {
         };
         let profiles_dir = file.profiles.as_deref().map(resolve);
         let mut models: Vec<JobModel> = Vec::new();
-        let mut model_of: HashMap<PathBuf, (usize, u32)> = HashMap::new();
+        // Per profile: its model index, batch size and measured footprint.
+        let mut model_of: HashMap<PathBuf, (usize, u32, u64)> = HashMap::new();
         let mut jobs = Vec::new();
         for (i, e) in file.job.iter().enumerate() {
             let field = |f: &str| format!("job[{i}].{f}");
@@ -178,7 +182,7 @@ impl JobList {
             let canonical = profile_path
                 .canonicalize()
                 .unwrap_or_else(|_| profile_path.clone());
-            let (model, batch) = match model_of.get(&canonical) {
+            let (model, batch, measured_footprint) = match model_of.get(&canonical) {
                 Some(&m) => m,
                 None => {
                     let p = Profile::read(&profile_path).map_err(|err| match err {
@@ -187,7 +191,8 @@ impl JobList {
                     })?;
                     let m = JobModel::from_profile(&p, &profile_path)?;
                     models.push(m);
-                    let v = (models.len() - 1, p.workload.batch_size);
+                    let footprint = p.model.as_ref().map_or(0, |m| m.stall.footprint_bytes);
+                    let v = (models.len() - 1, p.workload.batch_size, footprint);
                     model_of.insert(canonical, v);
                     v
                 }
@@ -252,6 +257,7 @@ impl JobList {
             jobs.push(Job {
                 name: e.name.clone(),
                 batch_size: spec.batch_size,
+                footprint_bytes: measured_footprint.max(spec.footprint.map_or(0, |b| b.0)),
                 spec,
                 profile_path,
                 model: model as u32,

@@ -184,12 +184,7 @@ fn exit_text(status: &std::process::ExitStatus) -> String {
 /// The application cache a workload with one gets under `alloc`: its memory less its footprint.
 pub(super) fn app_cache_bytes(job: &JobLaunch, alloc: &Allocation) -> Option<Bytes> {
     match job.spec.cache {
-        CacheKind::App => Some(Bytes(
-            alloc
-                .memory
-                .0
-                .saturating_sub(job.spec.footprint.map_or(0, |b| b.0)),
-        )),
+        CacheKind::App => Some(Bytes(alloc.memory.0.saturating_sub(job.footprint_bytes))),
         CacheKind::PageCache => None,
     }
 }

@@ -126,6 +126,8 @@ pub struct JobLaunch<'a> {
     pub spec: &'a WorkloadSpec,
     /// Its dataset directory, prepared.
     pub dataset: Option<&'a Path>,
+    /// Memory it needs besides an application cache, bytes ([`jobs::Job::footprint_bytes`]).
+    pub footprint_bytes: u64,
     /// Its work.
     pub work: Work,
     /// Its `SYNERGY_STATE_FILE`: where it keeps its totals across restarts.

@@ -121,6 +121,48 @@ pub struct HostInfo {
     /// Storage read bandwidth seen by the cold trial, bytes per second.
     #[serde(default)]
     pub storage_read_bytes_per_s: Option<f64>,
+    /// A fixed CPU calibration timed before and after the trials: a profile measured while the host's
+    /// speed drifted mixes two machines (absent before 1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_speed: Option<SpeedCheck>,
+}
+
+/// The host's CPU speed before and after a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedCheck {
+    /// Before the first trial.
+    pub before: crate::measure::hostspeed::CpuCalibration,
+    /// After the last.
+    pub after: crate::measure::hostspeed::CpuCalibration,
+    /// `after / before - 1` of the best wall-clock rates.
+    pub drift: f64,
+    /// The drift is larger than [`SpeedCheck::DRIFT_LIMIT`].
+    pub drifted: bool,
+}
+
+impl SpeedCheck {
+    /// Relative change beyond which the host counts as having changed speed during a profile (a best of
+    /// seven repeats varies by a few percent on a quiet host).
+    pub const DRIFT_LIMIT: f64 = 0.10;
+
+    /// Compares two calibrations.
+    pub fn new(
+        before: crate::measure::hostspeed::CpuCalibration,
+        after: crate::measure::hostspeed::CpuCalibration,
+    ) -> Self {
+        let drift = if before.ops_per_s > 0.0 {
+            after.ops_per_s / before.ops_per_s - 1.0
+        } else {
+            0.0
+        };
+        SpeedCheck {
+            before,
+            after,
+            drift,
+            drifted: drift.abs() > Self::DRIFT_LIMIT,
+        }
+    }
 }
 
 /// What a trial was for.

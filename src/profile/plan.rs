@@ -17,8 +17,8 @@
 
 use super::file::{
     CalibrationPoint, DatasetInfo, ErrorSummary, FittedModel, HitCurveFit, HitRatioRow, HostInfo,
-    Profile, ProfileError, ProfileTrial, ServerShape, TrialRole, ValidationPoint, WorkloadInfo,
-    SCHEMA,
+    Profile, ProfileError, ProfileTrial, ServerShape, SpeedCheck, TrialRole, ValidationPoint,
+    WorkloadInfo, SCHEMA,
 };
 use super::matrix;
 use crate::cancel::Cancel;
@@ -884,6 +884,8 @@ pub fn run_profile(
             + if req.exhaustive { n_grid } else { 0 }) as u64,
     );
 
+    let speed_core = _cores.cores().first().copied();
+    let speed_before = measure::hostspeed::cpu_calibration(speed_core);
     let sweep = cpu_sweep(&mut run, &plan)?;
     let g = accelerator(&mut run, &plan)?;
     let mut data = Data::of(&sweep.first)?;
@@ -941,6 +943,18 @@ pub fn run_profile(
         .chain(summarize(&validation, plan.hit_model, true))
         .collect();
 
+    let speed = SpeedCheck::new(
+        speed_before,
+        measure::hostspeed::cpu_calibration(speed_core),
+    );
+    if speed.drifted {
+        run.warnings.push(format!(
+            "the host's CPU speed changed by {:+.0}% during the profile (a fixed calibration ran at {:.3e} ops/s before and {:.3e} after): its trials may describe two machines",
+            100.0 * speed.drift,
+            speed.before.ops_per_s,
+            speed.after.ops_per_s
+        ));
+    }
     let first = &sweep.first;
     let ds = &first.dataset;
     let profile = Profile {
@@ -980,6 +994,7 @@ pub fn run_profile(
             isolation: first.isolation.backend.to_string(),
             storage_limit_bytes_per_s: req.storage_limit.map(|b| b.0),
             storage_read_bytes_per_s: fetch.storage_seen,
+            cpu_speed: Some(speed),
         }),
         created: Some(now_rfc3339()),
         trials: run.journal.order.clone(),
