@@ -15,6 +15,9 @@ const SHORTFALL_FRACTION: f64 = 0.10;
 const WAITED_FRACTION: f64 = 0.20;
 /// ...and other work on its cores used at least this fraction of what it lacked (so others took it).
 const OTHERS_FRACTION: f64 = 0.50;
+/// A trial whose core ran, by the speed probe, below this fraction of its fastest reading on average
+/// was slowed by the machine under it (another tenant of a virtual machine's physical core).
+pub const SLOW_CORE: f64 = 0.85;
 
 /// Host-side figures at one moment, for the cores of one domain.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -110,6 +113,13 @@ pub struct Disturbance {
     pub enclosing_throttled_periods: Option<u64>,
     /// The host's pressure over the window.
     pub host_pressure: Option<Pressure>,
+    /// The speed probe on the domain's first core: its mean over the window, operations per
+    /// CPU-second of the calibration kernel ([`crate::measure::hostspeed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_ops_per_cpu_s: Option<f64>,
+    /// Its fastest reading during the trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_best_ops_per_cpu_s: Option<f64>,
     /// Length of the window, seconds.
     pub window_s: f64,
 }
@@ -125,8 +135,15 @@ pub struct Reading {
     pub host: HostReading,
 }
 
-/// Judges the window between two readings of a domain granted `granted_cores` on `n_cores` cores.
-pub fn assess(granted_cores: f64, n_cores: usize, a: &Reading, b: &Reading) -> Disturbance {
+/// Judges the window between two readings of a domain granted `granted_cores` on `n_cores` cores;
+/// `speed` holds the speed probe's readings `(t_s, ops per CPU-second)` over the whole trial.
+pub fn assess(
+    granted_cores: f64,
+    n_cores: usize,
+    a: &Reading,
+    b: &Reading,
+    speed: &[(f64, f64)],
+) -> Disturbance {
     let dt = (b.t_s - a.t_s).max(1e-9);
     let per_s = |x: f64| (x / dt).max(0.0);
     let got = per_s(b.domain.cpu_seconds - a.domain.cpu_seconds);
@@ -160,8 +177,26 @@ pub fn assess(granted_cores: f64, n_cores: usize, a: &Reading, b: &Reading) -> D
     let wanted = waited.is_none_or(|w| w >= WAITED_FRACTION * shortfall);
     let crowded = others >= (OTHERS_FRACTION * shortfall).max(0.05 * n_cores as f64);
     let squeezed = enclosing.is_some_and(|n| n > 0);
-    let disturbed = lacked && wanted && (crowded || squeezed);
+    let in_window: Vec<f64> = speed
+        .iter()
+        .filter(|(t, _)| *t >= a.t_s && *t <= b.t_s)
+        .map(|(_, v)| *v)
+        .collect();
+    let core_speed =
+        (!in_window.is_empty()).then(|| in_window.iter().sum::<f64>() / in_window.len() as f64);
+    let core_best = speed.iter().map(|(_, v)| *v).reduce(f64::max);
+    let slow = match (core_speed, core_best) {
+        (Some(s), Some(b)) => (s < SLOW_CORE * b).then(|| 1.0 - s / b),
+        _ => None,
+    };
+    let disturbed = (lacked && wanted && (crowded || squeezed)) || slow.is_some();
     let reason = disturbed.then(|| {
+        if let (Some(slowdown), false) = (slow, lacked && wanted && (crowded || squeezed)) {
+            return format!(
+                "its core ran {:.0}% below its fastest during the trial, by the speed probe, though no other work showed on it (the machine under this one is busy)",
+                100.0 * slowdown
+            );
+        }
         let mut why = format!("got {got:.2} of {granted_cores} cores");
         if crowded {
             why.push_str(&format!(
@@ -194,6 +229,8 @@ pub fn assess(granted_cores: f64, n_cores: usize, a: &Reading, b: &Reading) -> D
         throttled_periods: throttled,
         enclosing_throttled_periods: enclosing,
         host_pressure,
+        core_ops_per_cpu_s: core_speed,
+        core_best_ops_per_cpu_s: core_best,
         window_s: dt,
     }
 }
@@ -227,6 +264,7 @@ mod tests {
             1,
             &reading(0.0, 0.0, 0.0, Some(0.0), 0),
             &reading(10.0, 5.0, 10.0, Some(5.0), 0),
+            &[],
         );
         assert!(d.disturbed, "{d:?}");
         assert!((d.other_cores - 0.5).abs() < 1e-9);
@@ -241,6 +279,7 @@ mod tests {
             2,
             &reading(0.0, 0.0, 0.0, Some(0.0), 0),
             &reading(10.0, 3.0, 20.0, Some(0.1), 0),
+            &[],
         );
         assert!(!d.disturbed, "{d:?}");
         // Alone on its cores, a trial that used half its grant is not disturbed either.
@@ -249,6 +288,7 @@ mod tests {
             2,
             &reading(0.0, 0.0, 0.0, Some(0.0), 0),
             &reading(10.0, 10.0, 10.0, Some(8.0), 0),
+            &[],
         );
         assert!(!d.disturbed, "{d:?}");
     }
@@ -260,6 +300,7 @@ mod tests {
             2,
             &reading(0.0, 0.0, 0.0, Some(0.0), 7),
             &reading(10.0, 10.0, 10.0, Some(9.0), 107),
+            &[],
         );
         assert!(d.disturbed, "{d:?}");
         assert!(d.reason.unwrap().contains("throttled 100 times"));
@@ -272,6 +313,7 @@ mod tests {
             1,
             &reading(0.0, 0.0, 0.0, Some(0.0), 0),
             &reading(10.0, 5.0, 10.0, Some(5.0), 0),
+            &[],
         );
         assert!(!d.disturbed, "{d:?}");
     }
@@ -285,5 +327,18 @@ mod tests {
             r.waited_ns.is_some(),
             "this test's own threads have a schedstat"
         );
+    }
+
+    #[test]
+    fn a_core_that_ran_slow_disturbs_the_trial() {
+        let quiet = [(1.0, 100.0), (5.0, 98.0), (9.0, 97.0)];
+        let slow = [(0.5, 100.0), (3.0, 70.0), (6.0, 72.0), (9.0, 75.0)];
+        let a = reading(0.0, 0.0, 0.0, Some(0.0), 0);
+        let b = reading(10.0, 10.0, 10.0, Some(0.0), 0);
+        assert!(!assess(1.0, 1, &a, &b, &quiet).disturbed);
+        let d = assess(1.0, 1, &a, &b, &slow);
+        assert!(d.disturbed, "{d:?}");
+        assert!(d.reason.unwrap().contains("below its fastest"));
+        assert_eq!(d.core_best_ops_per_cpu_s, Some(100.0));
     }
 }

@@ -82,6 +82,67 @@ fn measure_repeats(core: Option<usize>) -> CpuCalibration {
     }
 }
 
+/// Passes of one probe reading: about 2 ms of the kernel, so a reading every 250 ms takes under 1% of
+/// the core it shares with a trial.
+const PROBE_PASSES: u64 = 1_300;
+
+/// Readings of the kernel's speed on one core while a trial runs there: every `every`, a short run timed
+/// by the probe thread's own CPU time, which other work on the core does not lengthen but a slower core
+/// does (another tenant of a virtual machine's physical core shows up here and nowhere else).
+pub struct SpeedProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(Instant, f64)>>>,
+}
+
+impl SpeedProbe {
+    /// Starts probing `core` every `every`; `None` when no thread can be made.
+    pub fn start(core: usize, every: std::time::Duration) -> Option<SpeedProbe> {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("speed-probe".into())
+            .spawn(move || {
+                pin_this_thread(core);
+                let mut buf = [1u64; BUF_WORDS];
+                let mut out = Vec::new();
+                while !flag.load(Ordering::Relaxed) {
+                    let c0 = thread_cpu_s();
+                    std::hint::black_box(kernel(&mut buf, PROBE_PASSES));
+                    let cpu = thread_cpu_s() - c0;
+                    if cpu > 0.0 {
+                        out.push((
+                            Instant::now(),
+                            (PROBE_PASSES * BUF_WORDS as u64) as f64 / cpu,
+                        ));
+                    }
+                    std::thread::sleep(every);
+                }
+                out
+            })
+            .ok()?;
+        Some(SpeedProbe {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the probe; its readings as (when, operations per CPU-second).
+    pub fn finish(mut self) -> Vec<(Instant, f64)> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for SpeedProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The kernel: xorshift mixing chained through the buffer plus a float accumulation, so neither the
 /// integer nor the float units can be skipped and the compiler cannot fold the work away.
 fn kernel(buf: &mut [u64; BUF_WORDS], passes: u64) -> f64 {
@@ -154,5 +215,14 @@ mod tests {
         let mut buf = [1u64; BUF_WORDS];
         std::hint::black_box(kernel(&mut buf, 200));
         assert!(thread_cpu_s() > t0);
+    }
+
+    #[test]
+    fn the_probe_reads_while_running_and_stops() {
+        let p = SpeedProbe::start(0, std::time::Duration::from_millis(10)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let r = p.finish();
+        assert!(r.len() >= 3, "{}", r.len());
+        assert!(r.iter().all(|(_, v)| v.is_finite() && *v > 0.0));
     }
 }

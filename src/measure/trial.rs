@@ -665,6 +665,9 @@ fn observe(
         host: HostReading::read(&cores, &domain.pids()),
     };
     let mut readings: Vec<Reading> = Vec::new();
+    let probe = cores
+        .first()
+        .and_then(|&c| super::hostspeed::SpeedProbe::start(c, SAMPLE_EVERY));
     let mut peaks = Peaks::default();
     let visible: Option<Vec<u32>> = std::env::var("CUDA_VISIBLE_DEVICES")
         .ok()
@@ -765,6 +768,12 @@ fn observe(
             ),
         })
     })?;
+    let speed: Vec<(f64, f64)> = probe
+        .map(|p| p.finish())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(at, v)| (at.saturating_duration_since(start).as_secs_f64(), v))
+        .collect();
     let window = closest(&readings, estimate.window_start_s)
         .zip(closest(
             &readings,
@@ -779,7 +788,8 @@ fn observe(
         &cache_steps,
         gpu.as_ref(),
     );
-    let disturbance = window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b));
+    let disturbance =
+        window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b, &speed));
     Ok(Observation {
         estimate,
         stop_reason,

@@ -24,7 +24,8 @@ use super::matrix;
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{pagecache, IsolationKind};
-use crate::measure::contention::HostReading;
+use crate::measure::contention::{HostReading, SLOW_CORE};
+use crate::measure::hostspeed::{cpu_calibration, CpuCalibration};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
 use crate::stall::{
     between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, CostPoint, CpuCurve,
@@ -50,9 +51,13 @@ const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 const PAGE_CACHE_WARMUP_EPOCHS: u64 = 2;
 /// An application cache keeps what the first epoch put in it.
 const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
-/// Where the calibration trials put the cache, as fractions of the dataset: about where LRU and a fixed
-/// subset differ most (their gap peaks near 60%), one on each side.
-const CALIBRATION_FRACTIONS: [f64; 2] = [0.45, 0.75];
+/// Where the calibration trial puts the cache, as a fraction of the dataset: where LRU and a fixed subset
+/// differ most (their gap peaks near 60% under per-epoch shuffling). One trial fits the curve's one
+/// parameter; more would cost a second steady-state trial for little (docs/profile-format.md).
+const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
+/// A cached trial below this fraction of G is CPU-bound: the calibration trial runs at the most cores
+/// that are, so the CPU it sees a miss cost is what slows a CPU-bound job.
+const CPU_BOUND: f64 = 0.9;
 /// Runs of a trial that keeps being disturbed before the profile gives up and says so.
 const MAX_ATTEMPTS: u32 = 3;
 /// Longest wait for the host to quieten before a disturbed trial runs again.
@@ -206,6 +211,46 @@ struct Runner<'a> {
     cancel: &'a Cancel,
     isolation: Option<IsolationKind>,
     warnings: Vec<String>,
+    speed: Speed,
+}
+
+/// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
+/// fastest reading of any trial's speed probe since.
+struct Speed {
+    core: Option<usize>,
+    first: CpuCalibration,
+    best_probe: f64,
+}
+
+impl Speed {
+    fn new(core: Option<usize>) -> Self {
+        Speed {
+            core,
+            first: cpu_calibration(core),
+            best_probe: 0.0,
+        }
+    }
+
+    /// Marks `r` disturbed when its core ran slow against the fastest this profile has seen (a trial
+    /// that ran slow throughout has no fast reading of its own to compare with).
+    fn judge(&mut self, r: &mut TrialResult) {
+        let Some(d) = r.disturbance.as_mut() else {
+            return;
+        };
+        self.best_probe = self
+            .best_probe
+            .max(d.core_best_ops_per_cpu_s.unwrap_or(0.0));
+        match d.core_ops_per_cpu_s {
+            Some(s) if !d.disturbed && s < SLOW_CORE * self.best_probe => {
+                d.disturbed = true;
+                d.reason = Some(format!(
+                    "its core ran {:.0}% below the fastest this profile has seen, by the speed probe, though no other work showed on it (the machine under this one is busy)",
+                    100.0 * (1.0 - s / self.best_probe)
+                ));
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Runner<'_> {
@@ -232,7 +277,8 @@ impl Runner<'_> {
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
-            let r = measure::run_trial(&req, self.bar, self.cancel)?;
+            let mut r = measure::run_trial(&req, self.bar, self.cancel)?;
+            self.speed.judge(&mut r);
             let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
                 break r;
             };
@@ -245,6 +291,8 @@ impl Runner<'_> {
             self.bar.set_message(format!(
                 "{what} was disturbed ({reason}); waiting for a quiet host"
             ));
+            // A slow spell of the host's CPU passes in seconds more often than not.
+            std::thread::sleep(Duration::from_secs(3));
             wait_for_quiet(&r.allocation.cpu_list, self.cancel);
         };
         let t = ProfileTrial {
@@ -291,10 +339,14 @@ fn wait_for_quiet(cores: &[usize], cancel: &Cancel) {
     }
 }
 
+/// A trial of the plan: a second of warm-up (the estimator's truncation removes a slower start) and two
+/// of measurement at least, then until ±2% or 30 s.
 fn base_request(spec: &WorkloadSpec, cpus: f64) -> TrialRequest {
     let mut r = TrialRequest::new(spec.clone(), Cores(cpus));
     r.estimator = EstimatorConfig {
-        max_total_s: 45.0,
+        warmup_s: 1.0,
+        min_measure_s: 2.0,
+        max_total_s: 30.0,
         ..EstimatorConfig::default()
     };
     r
@@ -610,27 +662,45 @@ fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
 /// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
 struct Calibration {
     fit: Option<HitCurveFit>,
+    /// The cores the trials ran at, and (hit ratio, CPU-seconds per sample) of each.
+    cores: f64,
     cpu: Vec<(f64, f64)>,
 }
 
-/// Stage 4: for a page-cache workload, memory-limited trials at the most cores with the cache at
-/// [`CALIBRATION_FRACTIONS`] of the dataset, measured over whole epochs once the cache is steady. Their
-/// hit ratios (from the storage they read) place the kernel's curve between LRU and a fixed subset.
+/// The most swept cores at which the cached pipeline is CPU-bound, else the most cores.
+fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
+    sweep
+        .curve
+        .points()
+        .iter()
+        .rev()
+        .find(|p| p.samples_per_s < CPU_BOUND * g)
+        .map_or(plan.c_max(), |p| p.cpus)
+}
+
+/// Stage 4: for a page-cache workload, memory-limited trials with the cache at [`CALIBRATION_FRACTIONS`]
+/// of the dataset, measured over whole epochs once the cache is steady, at the most cores where the
+/// cached pipeline is CPU-bound (else the most cores). Their hit ratios (from the storage they read)
+/// place the kernel's curve between LRU and a fixed subset, and their CPU per sample gives what a miss
+/// costs a CPU-bound job.
 fn calibrate(
     run: &mut Runner,
     plan: &Plan,
     sweep: &Sweep,
+    g: f64,
     fetch: &Fetch,
     data: &mut Data,
 ) -> Result<Calibration, ProfileRunError> {
     let mut out = Calibration {
         fit: None,
+        cores: plan.c_max(),
         cpu: Vec::new(),
     };
     if plan.hit_model != HitModel::PageCache || data.bytes == 0 {
         return Ok(out);
     }
-    let c = plan.c_max();
+    let c = calibration_cores(plan, sweep, g);
+    out.cores = c;
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
     let per_miss = fetch.model.mean_sample_bytes;
     let mut points = Vec::new();
@@ -713,8 +783,8 @@ fn spec_floor(spec: &WorkloadSpec) -> u64 {
 }
 
 /// Stage 5: the model. The CPU a miss costs is the least-squares slope of CPU-seconds per sample
-/// against the miss ratio, from the cached trial at the most cores (no misses) through the cold and
-/// calibration trials there.
+/// against the miss ratio, from the cached trial at the calibration's cores (no misses) through the
+/// calibration trials there (and the cold trial, when it ran at the same cores).
 fn fit(
     plan: &Plan,
     sweep: &Sweep,
@@ -724,10 +794,11 @@ fn fit(
     data: Option<&mut Data>,
 ) -> FittedModel {
     let floor = spec_floor(plan.spec);
-    let warm = cost_at(sweep, plan.c_max());
+    let warm = cost_at(sweep, calibration.cores);
     let miss_cost = warm.filter(|_| data.is_some()).map(|warm| {
         let points: Vec<(f64, f64)> = fetch
             .cold_cpu
+            .filter(|(c, _)| *c == calibration.cores)
             .map(|(_, cpu)| (0.0, cpu))
             .into_iter()
             .chain(calibration.cpu.iter().copied())
@@ -875,6 +946,7 @@ pub fn run_profile(
         cancel,
         isolation: req.isolation,
         warnings: Vec::new(),
+        speed: Speed::new(_cores.cores().first().copied()),
     };
     let n_grid = plan.cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(
@@ -884,21 +956,20 @@ pub fn run_profile(
             + if req.exhaustive { n_grid } else { 0 }) as u64,
     );
 
-    let speed_core = _cores.cores().first().copied();
-    let speed_before = measure::hostspeed::cpu_calibration(speed_core);
     let sweep = cpu_sweep(&mut run, &plan)?;
     let g = accelerator(&mut run, &plan)?;
     let mut data = Data::of(&sweep.first)?;
     let (fetch, calibration) = match data.as_mut() {
         Some(d) => {
             let fetch = cold_fetch(&mut run, &plan, &sweep, d)?;
-            let calibration = calibrate(&mut run, &plan, &sweep, &fetch, d)?;
+            let calibration = calibrate(&mut run, &plan, &sweep, g, &fetch, d)?;
             (Some(fetch), calibration)
         }
         None => (
             None,
             Calibration {
                 fit: None,
+                cores: plan.c_max(),
                 cpu: Vec::new(),
             },
         ),
@@ -943,10 +1014,7 @@ pub fn run_profile(
         .chain(summarize(&validation, plan.hit_model, true))
         .collect();
 
-    let speed = SpeedCheck::new(
-        speed_before,
-        measure::hostspeed::cpu_calibration(speed_core),
-    );
+    let speed = SpeedCheck::new(run.speed.first, cpu_calibration(run.speed.core));
     if speed.drifted {
         run.warnings.push(format!(
             "the host's CPU speed changed by {:+.0}% during the profile (a fixed calibration ran at {:.3e} ops/s before and {:.3e} after): its trials may describe two machines",
