@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Regenerates the shipped profiles of the built-in workloads (profiles/*.json and .csv) on this host:
-# optimistic profiles with 4 held-out validation points each. The host's facts (cores, memory, kernel,
-# isolation, GPU) are recorded in every file. Needs root and cgroup v1; about 15 minutes on 2 cores.
+# Regenerates the shipped profiles (profiles/*.json and .csv) on this host: optimistic profiles with 4
+# held-out validation points each, under a storage limit that makes the memory axis matter (default
+# 40 MB/s). The host's facts (cores, memory, kernel, isolation, GPU, CPU calibration) are recorded in every
+# file. Needs root and cgroups, and SYNERGY_PYTHON with torch for the PyTorch profile
+# (scripts/install-pytorch.sh prints one); measure on a quiet host. About 30 minutes on 2 cores.
 #
-# usage: scripts/profile-builtins.sh [WORKLOAD...]   (default: image image-app audio text)
+# usage: scripts/profile-builtins.sh [STORAGE_LIMIT|none] [WORKLOAD...]
+#        (default: 40MB/s; image image-app audio text pytorch-resnet18-small)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+limit="${1:-40MB/s}"
+shift $(( $# < 1 ? $# : 1 ))
 cargo build --release --quiet
 bin="${CARGO_TARGET_DIR:-target}/release/synergy"
 workloads=("$@")
-[ ${#workloads[@]} -gt 0 ] || workloads=(image image-app audio text)
+[ ${#workloads[@]} -gt 0 ] || workloads=(image image-app audio text pytorch-resnet18-small)
+storage=()
+[ "$limit" = none ] || storage=(--storage-bps "$limit")
 for w in "${workloads[@]}"; do
-  "$bin" profile "workloads/$w.toml" --validate 4 --out "profiles/$w.json"
+  echo "$w: load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$bin" profile "workloads/$w.toml" "${storage[@]}" --validate 4 --out "profiles/$w.json"
 done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
