@@ -340,7 +340,15 @@ pub struct MissCost {
     /// Seconds a loader is blocked per miss while the device reads (its core idles unless the grant has
     /// more loaders than cores).
     pub wait_s_per_miss: f64,
+    /// How much more CPU every sample costs, relative, while a memory limit binds the page cache (the
+    /// cache cannot hold the dataset with room to spare): the kernel reclaims and rebalances its lists
+    /// under the limit even when every read hits. 0 for application caches.
+    #[serde(default)]
+    pub limited_overhead: f64,
 }
+
+/// A page cache this much larger than the dataset leaves its memory limit slack: reclaim stops.
+pub const LIMIT_SLACK: f64 = 1.1;
 
 /// CPU-seconds per sample at one core count.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -369,11 +377,14 @@ impl MissCost {
     }
 
     /// P(c, h): the preprocessing rate at `cpus` cores and hit ratio `h`, no faster than `cached` (the
-    /// measured rate with everything cached). The cores bound it at c / (cpu per sample + misses' CPU);
-    /// the ceil(c) loaders, each blocked for the device on a miss, bound it at ceil(c) / (that + wait).
-    pub fn preprocess_rate(&self, cpus: f64, h: f64, cached: f64) -> f64 {
+    /// measured rate with everything cached, no memory limit). The cores bound it at c / (cpu per sample,
+    /// plus [`MissCost::limited_overhead`] when a memory limit binds, plus misses' CPU); the ceil(c)
+    /// loaders, each blocked for the device on a miss, bound it at ceil(c) / (that + wait).
+    pub fn preprocess_rate(&self, cpus: f64, h: f64, cached: f64, limited: bool) -> f64 {
         let miss = 1.0 - h.clamp(0.0, 1.0);
-        let cpu = self.cached_cpu_s_per_sample(cpus) + miss * self.cpu_s_per_miss;
+        let overhead = if limited { self.limited_overhead } else { 0.0 };
+        let cpu =
+            self.cached_cpu_s_per_sample(cpus) * (1.0 + overhead) + miss * self.cpu_s_per_miss;
         if cpu <= 0.0 {
             return cached;
         }
@@ -455,11 +466,13 @@ impl StallModel {
         hit: &mut dyn FnMut(f64) -> f64,
         miss_cost: Option<&MissCost>,
     ) -> Prediction {
-        let h = hit(self.cache_bytes(cpus, memory_bytes));
+        let cache = self.cache_bytes(cpus, memory_bytes);
+        let h = hit(cache);
         let g = self.accelerator_samples_per_s;
         let cached = self.cpu.at(cpus);
+        let limited = cache < LIMIT_SLACK * self.dataset_bytes as f64;
         let p = match miss_cost {
-            Some(mc) => mc.preprocess_rate(cpus, h, cached),
+            Some(mc) => mc.preprocess_rate(cpus, h, cached, limited),
             None => cached,
         };
         let f = self.fetch.rate(h);
@@ -645,6 +658,7 @@ mod tests {
             ],
             cpu_s_per_miss: 0.2e-3,
             wait_s_per_miss: 0.1e-3,
+            limited_overhead: 0.1,
         }
     }
 
@@ -656,22 +670,25 @@ mod tests {
         // One core, CPU-bound at 400/s cached: every miss adds 0.2 ms of CPU and 0.1 ms of a blocked
         // loader.
         let cached = 400.0;
-        assert_eq!(mc.preprocess_rate(1.0, 1.0, cached), 400.0);
-        let cold = mc.preprocess_rate(1.0, 0.0, cached);
+        assert_eq!(mc.preprocess_rate(1.0, 1.0, cached, false), 400.0);
+        let cold = mc.preprocess_rate(1.0, 0.0, cached, false);
         let cpu_1 = mc.cached_cpu_s_per_sample(1.0);
         assert!((cold - 1.0 / (cpu_1 + 0.3e-3)).abs() < 1e-9, "{cold}");
         // Half a core with one loader: the loader's waits fit in the time the quota leaves idle.
-        let half = mc.preprocess_rate(0.5, 0.0, 200.0);
+        let half = mc.preprocess_rate(0.5, 0.0, 200.0, false);
         assert!((half - 0.5 / (2.5e-3 + 0.2e-3)).abs() < 1e-9, "{half}");
         // Two cores capped by the accelerator at 600/s need 1.4 cores: misses are free.
-        assert_eq!(mc.preprocess_rate(2.0, 0.0, 600.0), 600.0);
+        assert_eq!(mc.preprocess_rate(2.0, 0.0, 600.0, true), 600.0);
         // More hits, never slower.
         let mut last = 0.0;
         for k in 0..=10 {
-            let p = mc.preprocess_rate(1.5, k as f64 / 10.0, 620.0);
+            let p = mc.preprocess_rate(1.5, k as f64 / 10.0, 620.0, true);
             assert!(p >= last);
             last = p;
         }
+        // A binding memory limit costs every sample its overhead, hits too.
+        let limited = mc.preprocess_rate(1.0, 1.0, cached, true);
+        assert!((limited - 1.0 / (cpu_1 * 1.1)).abs() < 1e-9, "{limited}");
     }
 
     #[test]

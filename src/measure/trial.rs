@@ -164,8 +164,29 @@ pub struct TrialResult {
     /// synergy checked, or when the window was too short to judge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disturbance: Option<Disturbance>,
+    /// Every epoch that completed during the trial, for workloads that say which epoch a step is in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub epochs: Vec<EpochStats>,
     /// Progress lines that did not follow the protocol.
     pub malformed_lines: u64,
+}
+
+/// One complete epoch of a trial (warm-up included): a cold trial's first epoch is all misses, a
+/// memory-limited one's later epochs show its cache settling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochStats {
+    /// The epoch, as the workload numbers it.
+    pub epoch: u64,
+    /// Samples in it.
+    pub samples: f64,
+    /// Its length, seconds.
+    pub seconds: f64,
+    /// Samples per second over it.
+    pub samples_per_s: f64,
+    /// The domain's CPU-seconds per sample over it.
+    pub cpu_s_per_sample: Option<f64>,
+    /// Bytes read from storage per sample over it.
+    pub storage_read_bytes_per_sample: Option<f64>,
 }
 
 impl TrialResult {
@@ -544,6 +565,7 @@ pub fn run_trial(
         dataset: dataset_report,
         telemetry: obs.telemetry,
         disturbance: obs.disturbance,
+        epochs: obs.epochs,
         malformed_lines: obs.malformed,
     })
 }
@@ -557,6 +579,7 @@ struct Observation {
     duration_s: f64,
     telemetry: Telemetry,
     disturbance: Option<Disturbance>,
+    epochs: Vec<EpochStats>,
     malformed: u64,
 }
 
@@ -572,6 +595,8 @@ struct Tally {
     /// whole epochs start and end there, so the domain is read right then.
     epoch: Option<u64>,
     epoch_turned: bool,
+    /// Per epoch: (epoch, time of its first and last step, its samples, its first step's samples).
+    epochs: Vec<(u64, f64, f64, f64, f64)>,
 }
 
 impl Tally {
@@ -590,6 +615,15 @@ impl Tally {
                     self.epoch_turned = true;
                 }
                 self.epoch = epoch.or(self.epoch);
+                if let Some(e) = epoch {
+                    match self.epochs.last_mut() {
+                        Some(last) if last.0 == e => {
+                            last.2 = t;
+                            last.3 += samples;
+                        }
+                        _ => self.epochs.push((e, t, t, samples, samples)),
+                    }
+                }
                 self.est.push_step(t, samples, epoch);
                 if cache_hits.is_some() || cache_misses.is_some() {
                     self.cache_steps
@@ -656,6 +690,7 @@ fn observe(
         cache_steps: Vec::new(),
         epoch: None,
         epoch_turned: false,
+        epochs: Vec::new(),
     };
     let cores = domain.cpu_list().to_vec();
     let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
@@ -748,6 +783,7 @@ fn observe(
         steps,
         malformed,
         cache_steps,
+        epochs,
         ..
     } = tally;
     let duration_s = start.elapsed().as_secs_f64();
@@ -789,6 +825,7 @@ fn observe(
     );
     let disturbance =
         window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b, &speed));
+    let epochs = epoch_stats(&epochs, &readings);
     Ok(Observation {
         estimate,
         stop_reason,
@@ -797,8 +834,47 @@ fn observe(
         duration_s,
         telemetry,
         disturbance,
+        epochs,
         malformed,
     })
+}
+
+/// Each complete epoch's throughput, CPU and storage reads: from the last step of the epoch before (the
+/// first step, for the first epoch) to its own last step, with the domain's readings closest to those
+/// moments (a reading is taken as each epoch begins).
+fn epoch_stats(epochs: &[(u64, f64, f64, f64, f64)], readings: &[Reading]) -> Vec<EpochStats> {
+    let complete = epochs.len().saturating_sub(1);
+    (0..complete)
+        .filter_map(|i| {
+            let (epoch, first, last, all, first_step) = epochs[i];
+            // From the epoch before's last step the whole epoch counts; from its own first step, all
+            // but that step.
+            let (start, samples) = if i == 0 {
+                (first, all - first_step)
+            } else {
+                (epochs[i - 1].2, all)
+            };
+            let seconds = last - start;
+            let (a, b) = (closest(readings, start)?, closest(readings, last)?);
+            (seconds > 0.0 && samples > 0.0).then(|| EpochStats {
+                epoch,
+                samples,
+                seconds,
+                samples_per_s: samples / seconds,
+                cpu_s_per_sample: (b.t_s > a.t_s)
+                    .then(|| (b.domain.cpu_seconds - a.domain.cpu_seconds) / samples),
+                storage_read_bytes_per_sample: match (
+                    a.domain.storage_read_bytes,
+                    b.domain.storage_read_bytes,
+                ) {
+                    (Some(x), Some(y)) if b.t_s > a.t_s => {
+                        Some(y.saturating_sub(x) as f64 / samples)
+                    }
+                    _ => None,
+                },
+            })
+        })
+        .collect()
 }
 
 /// The reading taken closest to `t_s`.

@@ -55,9 +55,9 @@ const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
 /// differ most (their gap peaks near 60% under per-epoch shuffling). One trial fits the curve's one
 /// parameter; more would cost a second steady-state trial for little (docs/profile-format.md).
 const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
-/// A cached trial below this fraction of G is CPU-bound: the calibration trial runs at the most cores
-/// that are, so the CPU it sees a miss cost is what slows a CPU-bound job.
-const CPU_BOUND: f64 = 0.9;
+/// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
+/// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
+const CPU_BOUND: f64 = 0.95;
 /// Runs of a trial that keeps being disturbed before the profile gives up and says so.
 const MAX_ATTEMPTS: u32 = 3;
 /// Longest wait for the host to quieten before a disturbed trial runs again.
@@ -555,25 +555,32 @@ impl Data {
 /// What the cold trial and the read probe found.
 struct Fetch {
     model: FetchModel,
-    /// CPU-seconds per sample of the cold trial, with its cores (every sample a miss).
-    cold_cpu: Option<(f64, f64)>,
+    /// The cores the cold trial ran at (the calibration's).
+    cores: f64,
+    /// CPU-seconds per sample over the cold trial's first epoch (every sample a miss).
+    cold_cpu: Option<f64>,
+    /// CPU-seconds per sample once the whole dataset was cached under a memory limit (page caches).
+    full_cpu: Option<f64>,
     /// Seconds a loader waits per miss.
     wait_s_per_miss: f64,
-    /// The storage rate the cold trial saw, bytes per second.
+    /// The storage rate the cold epoch read at, bytes per second.
     storage_seen: Option<f64>,
 }
 
-/// Stage 3: one cold trial at the most cores, measured over its first epoch only (kept cold for its
-/// whole length: an application cache gets no room), for the storage rate, the bytes a miss reads and
-/// the CPU it costs; a timed read of evicted files for how long a miss blocks a loader; and a read of
-/// the cached dataset for the memory bandwidth of hits.
+/// Stage 3: one cold trial at the calibration's cores (a CPU-bound count, so what a miss costs shows),
+/// under the storage limit if any. Its first epoch is all misses: the storage rate, the bytes a miss
+/// reads and the CPU it costs. A page-cache workload runs it under a memory limit that just holds the
+/// dataset, and its second epoch, every read a hit, shows what a binding limit costs by itself; an
+/// application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
+/// files says how long a miss blocks a loader (and how fast one stream reads the device), and a read of
+/// the cached dataset gives the memory bandwidth of hits.
 fn cold_fetch(
     run: &mut Runner,
     plan: &Plan,
     sweep: &Sweep,
+    cores: f64,
     data: &Data,
 ) -> Result<Fetch, ProfileRunError> {
-    let c_max = plan.c_max();
     let mut f = Fetch {
         model: FetchModel {
             mean_sample_bytes: data.bytes as f64 / data.files.files.len().max(1) as f64,
@@ -581,7 +588,9 @@ fn cold_fetch(
             storage_lower_bound: false,
             memory_bytes_per_s: f64::INFINITY,
         },
+        cores,
         cold_cpu: None,
+        full_cpu: None,
         wait_s_per_miss: 0.0,
         storage_seen: None,
     };
@@ -589,54 +598,90 @@ fn cold_fetch(
     // Spread over the dataset, so one directory's layout on disk does not decide it.
     let step = (paths.len() / PROBE_FILES).max(1);
     let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
-    if let Ok(reads) = pagecache::time_cold_reads(&probe) {
+    let one_stream = pagecache::time_cold_reads(&probe).ok();
+    if let Some(reads) = one_stream {
         f.wait_s_per_miss = reads.wait_s_per_file();
     }
 
-    let mut cold = base_request(plan.spec, c_max);
-    cold.cache_state = CacheState::Cold;
-    cold.storage_limit = plan.req.storage_limit;
-    cold.estimator.first_epoch_only = true;
-    cold.estimator.warmup_s = 1.0;
-    cold.estimator.min_measure_s = 2.0;
-    if plan.hit_model == HitModel::Minio {
-        cold.cache_bytes = Some(Bytes(0));
-    }
-    match run.trial(TrialRole::Fetch, None, cold) {
-        Ok(r) => {
-            let t_cold = r.throughput.samples_per_s;
-            // Bytes per sample as the workload really reads them (readahead and all).
-            if let Some(b) = r
-                .telemetry
-                .storage_read_bytes_per_sample
-                .filter(|b| *b > 0.0)
-            {
-                f.model.mean_sample_bytes = b;
-            }
-            f.storage_seen = r.telemetry.storage_read_bytes_per_s;
-            f.cold_cpu = cpu_s_per_sample(&r).map(|c| (c_max, c));
-            // What the pipeline could do with every sample a miss, were storage infinitely fast.
-            let cpu_bound = match (f.cold_cpu, cost_at(sweep, c_max)) {
-                (Some((_, cold_cpu)), Some(warm_cpu)) => MissCost {
-                    cpu_s_per_sample: vec![CostPoint {
-                        cpus: c_max,
-                        cpu_s_per_sample: warm_cpu,
-                    }],
-                    cpu_s_per_miss: (cold_cpu - warm_cpu).max(0.0),
-                    wait_s_per_miss: f.wait_s_per_miss,
-                }
-                .preprocess_rate(c_max, 0.0, sweep.curve.at(c_max)),
-                _ => sweep.curve.at(c_max),
-            };
-            let seen = f.storage_seen.unwrap_or(t_cold * f.model.mean_sample_bytes);
-            f.model.storage_bytes_per_s = Some(seen);
-            // Not held up by storage: the device is at least this fast.
-            f.model.storage_lower_bound = t_cold >= FETCH_BOUND * cpu_bound;
+    let r = match plan.hit_model {
+        HitModel::PageCache => {
+            let mut r = plan.constrained(cores);
+            r.estimator.warmup_epochs = 1;
+            r.estimator.rel_precision = CONSTRAINED_PRECISION;
+            r.mem_limit = Some(Bytes(
+                sweep.footprint_at(cores, spec_floor(plan.spec)) + data.bytes,
+            ));
+            r
         }
+        HitModel::Minio => {
+            let mut r = base_request(plan.spec, cores);
+            r.cache_state = CacheState::Cold;
+            r.storage_limit = plan.req.storage_limit;
+            r.cache_bytes = Some(Bytes(0));
+            r.estimator.first_epoch_only = true;
+            r
+        }
+    };
+    let result = match run.trial(TrialRole::Fetch, None, r) {
+        Ok(r) => r,
         // A whole epoch went by before a rate could be estimated: storage is far faster than the
-        // pipeline, and all that is known is a lower bound from the epoch's length.
-        Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {}
+        // pipeline, and the read probe's bound is all that is known.
+        Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {
+            f.model.storage_bytes_per_s =
+                one_stream.map(|c| f.model.mean_sample_bytes / c.wall_s_per_file);
+            f.model.storage_lower_bound = true;
+            return Ok(f);
+        }
         Err(e) => return Err(e),
+    };
+    // The first epoch: every sample a miss.
+    let (t_cold, cold_bytes) = match (plan.hit_model, result.epochs.first()) {
+        (HitModel::PageCache, Some(e)) => {
+            f.cold_cpu = e.cpu_s_per_sample;
+            (e.samples_per_s, e.storage_read_bytes_per_sample)
+        }
+        _ => {
+            f.cold_cpu = cpu_s_per_sample(&result);
+            (
+                result.throughput.samples_per_s,
+                result.telemetry.storage_read_bytes_per_sample,
+            )
+        }
+    };
+    if plan.hit_model == HitModel::PageCache {
+        f.full_cpu = cpu_s_per_sample(&result);
+    }
+    // Bytes per sample as the workload really reads them (readahead and all).
+    if let Some(b) = cold_bytes.filter(|b| *b > 0.0) {
+        f.model.mean_sample_bytes = b;
+    }
+    let seen = t_cold * f.model.mean_sample_bytes;
+    f.storage_seen = Some(seen);
+    // What the pipeline could do with every sample a miss, were storage infinitely fast.
+    let cpu_bound = match (f.cold_cpu, cost_at(sweep, cores)) {
+        (Some(cold), Some(warm)) => MissCost {
+            cpu_s_per_sample: vec![CostPoint {
+                cpus: cores,
+                cpu_s_per_sample: warm,
+            }],
+            cpu_s_per_miss: (cold - warm).max(0.0),
+            wait_s_per_miss: f.wait_s_per_miss,
+            limited_overhead: 0.0,
+        }
+        .preprocess_rate(cores, 0.0, sweep.curve.at(cores), false),
+        _ => sweep.curve.at(cores),
+    };
+    if t_cold < FETCH_BOUND * cpu_bound {
+        // Held up by storage: that is its rate.
+        f.model.storage_bytes_per_s = Some(seen);
+    } else if let Some(limit) = plan.req.storage_limit {
+        // Not held up at these cores, and the device is no faster than the limit imposed on it.
+        f.model.storage_bytes_per_s = Some(limit.0);
+    } else {
+        // The device is at least as fast as the cold epoch read, and as one stream of reads.
+        let stream = one_stream.map_or(0.0, |c| f.model.mean_sample_bytes / c.wall_s_per_file);
+        f.model.storage_bytes_per_s = Some(seen.max(stream));
+        f.model.storage_lower_bound = true;
     }
     // Memory bandwidth for hits: read the cached dataset once more.
     let _ = pagecache::prewarm(&paths);
@@ -662,45 +707,49 @@ fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
 /// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
 struct Calibration {
     fit: Option<HitCurveFit>,
-    /// The cores the trials ran at, and (hit ratio, CPU-seconds per sample) of each.
-    cores: f64,
     cpu: Vec<(f64, f64)>,
 }
 
-/// The most swept cores at which the cached pipeline is CPU-bound, else the most cores.
+/// Where the cold and calibration trials run, so the CPU they see a miss cost is what slows a
+/// CPU-bound job: the most swept whole cores at which the cached pipeline is CPU-bound (whole, so a
+/// loader blocked on a miss idles its core and the wait shows, and no quota makes the epochs noisy),
+/// else the most swept cores that are, else the most cores.
 fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
-    sweep
+    let bound: Vec<f64> = sweep
         .curve
         .points()
         .iter()
+        .filter(|p| p.samples_per_s < CPU_BOUND * g)
+        .map(|p| p.cpus)
+        .collect();
+    bound
+        .iter()
         .rev()
-        .find(|p| p.samples_per_s < CPU_BOUND * g)
-        .map_or(plan.c_max(), |p| p.cpus)
+        .find(|c| c.fract() == 0.0)
+        .or(bound.last())
+        .copied()
+        .unwrap_or(plan.c_max())
 }
 
-/// Stage 4: for a page-cache workload, memory-limited trials with the cache at [`CALIBRATION_FRACTIONS`]
-/// of the dataset, measured over whole epochs once the cache is steady, at the most cores where the
-/// cached pipeline is CPU-bound (else the most cores). Their hit ratios (from the storage they read)
-/// place the kernel's curve between LRU and a fixed subset, and their CPU per sample gives what a miss
-/// costs a CPU-bound job.
+/// Stage 4: for a page-cache workload, memory-limited trials at the calibration's cores with the cache
+/// at [`CALIBRATION_FRACTIONS`] of the dataset, measured over whole epochs once the cache is steady.
+/// Their hit ratios (from the storage they read) place the kernel's curve between LRU and a fixed
+/// subset, and their CPU per sample shows what a miss costs under the limit (reclaim included).
 fn calibrate(
     run: &mut Runner,
     plan: &Plan,
     sweep: &Sweep,
-    g: f64,
     fetch: &Fetch,
     data: &mut Data,
 ) -> Result<Calibration, ProfileRunError> {
     let mut out = Calibration {
         fit: None,
-        cores: plan.c_max(),
         cpu: Vec::new(),
     };
     if plan.hit_model != HitModel::PageCache || data.bytes == 0 {
         return Ok(out);
     }
-    let c = calibration_cores(plan, sweep, g);
-    out.cores = c;
+    let c = fetch.cores;
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
     let per_miss = fetch.model.mean_sample_bytes;
     let mut points = Vec::new();
@@ -764,7 +813,7 @@ fn calibrate(
         family: "lru-to-fixed-subset".into(),
         fixed_subset_share: share,
         chosen_because: format!(
-            "hit ratios measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits them with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
+            "hit ratio measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
             points.len(),
             measured.join("; "),
             100.0 * share,
@@ -782,9 +831,10 @@ fn spec_floor(spec: &WorkloadSpec) -> u64 {
     spec.footprint.map_or(0, |b| b.0)
 }
 
-/// Stage 5: the model. The CPU a miss costs is the least-squares slope of CPU-seconds per sample
-/// against the miss ratio, from the cached trial at the calibration's cores (no misses) through the
-/// calibration trials there (and the cold trial, when it ran at the same cores).
+/// Stage 5: the model. At the calibration's cores: what a binding memory limit costs every sample is the
+/// cold trial's fully cached epoch against the sweep's cached (unlimited) trial; what a miss costs is the
+/// least-squares slope of CPU-seconds per sample against the miss ratio over the cold epoch and the
+/// calibration trials, from that intercept.
 fn fit(
     plan: &Plan,
     sweep: &Sweep,
@@ -794,15 +844,15 @@ fn fit(
     data: Option<&mut Data>,
 ) -> FittedModel {
     let floor = spec_floor(plan.spec);
-    let warm = cost_at(sweep, calibration.cores);
+    let warm = cost_at(sweep, fetch.cores);
     let miss_cost = warm.filter(|_| data.is_some()).map(|warm| {
+        let limited = fetch.full_cpu.map_or(warm, |full| full.max(warm));
         let points: Vec<(f64, f64)> = fetch
             .cold_cpu
-            .filter(|(c, _)| *c == calibration.cores)
-            .map(|(_, cpu)| (0.0, cpu))
+            .map(|cpu| (0.0, cpu))
             .into_iter()
             .chain(calibration.cpu.iter().copied())
-            .map(|(h, cpu)| (1.0 - h, cpu - warm))
+            .map(|(h, cpu)| (1.0 - h, cpu - limited))
             .collect();
         let (num, den) = points
             .iter()
@@ -815,6 +865,7 @@ fn fit(
                 0.0
             },
             wait_s_per_miss: fetch.wait_s_per_miss,
+            limited_overhead: limited / warm - 1.0,
         }
     });
     let (dataset_bytes, hit_ratios) = match data {
@@ -959,24 +1010,26 @@ pub fn run_profile(
     let sweep = cpu_sweep(&mut run, &plan)?;
     let g = accelerator(&mut run, &plan)?;
     let mut data = Data::of(&sweep.first)?;
+    let cores = calibration_cores(&plan, &sweep, g);
     let (fetch, calibration) = match data.as_mut() {
         Some(d) => {
-            let fetch = cold_fetch(&mut run, &plan, &sweep, d)?;
-            let calibration = calibrate(&mut run, &plan, &sweep, g, &fetch, d)?;
+            let fetch = cold_fetch(&mut run, &plan, &sweep, cores, d)?;
+            let calibration = calibrate(&mut run, &plan, &sweep, &fetch, d)?;
             (Some(fetch), calibration)
         }
         None => (
             None,
             Calibration {
                 fit: None,
-                cores: plan.c_max(),
                 cpu: Vec::new(),
             },
         ),
     };
     let no_fetch = Fetch {
         model: empty_model().fetch,
+        cores,
         cold_cpu: None,
+        full_cpu: None,
         wait_s_per_miss: 0.0,
         storage_seen: None,
     };
