@@ -403,6 +403,26 @@ pub struct FootprintPoint {
     pub bytes: u64,
 }
 
+/// The footprint at `cpus` cores from the points measured per core count (monotone, linear between,
+/// flat outside), or `fallback` bytes where there are none.
+pub fn footprint_at(points: &[FootprintPoint], fallback: u64, cpus: f64) -> f64 {
+    let curve = CpuCurve::new(
+        points
+            .iter()
+            .map(|p| CpuPoint {
+                cpus: p.cpus,
+                samples_per_s: p.bytes as f64,
+            })
+            .collect(),
+    );
+    match (curve.points.first(), curve.points.last()) {
+        (Some(first), _) if cpus <= first.cpus => first.samples_per_s,
+        (Some(_), Some(last)) if cpus >= last.cpus => last.samples_per_s,
+        (Some(_), Some(_)) => curve.at(cpus),
+        _ => fallback as f64,
+    }
+}
+
 /// A prediction at one allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
@@ -417,21 +437,7 @@ pub struct Prediction {
 impl StallModel {
     /// The footprint at `cpus` cores, bytes.
     pub fn footprint_at(&self, cpus: f64) -> f64 {
-        let curve = CpuCurve::new(
-            self.footprint_points
-                .iter()
-                .map(|p| CpuPoint {
-                    cpus: p.cpus,
-                    samples_per_s: p.bytes as f64,
-                })
-                .collect(),
-        );
-        match (curve.points.first(), curve.points.last()) {
-            (Some(first), _) if cpus <= first.cpus => first.samples_per_s,
-            (Some(_), Some(last)) if cpus >= last.cpus => last.samples_per_s,
-            (Some(_), Some(_)) => curve.at(cpus),
-            _ => self.footprint_bytes as f64,
-        }
+        footprint_at(&self.footprint_points, self.footprint_bytes, cpus)
     }
 
     /// Cache bytes left at `memory_bytes` of total memory once the footprint at `cpus` cores is paid.

@@ -404,30 +404,8 @@ struct Sweep {
 
 impl Sweep {
     fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
-        let m = StallModel {
-            footprint_points: self.footprint_points.clone(),
-            footprint_bytes: self.footprint.unwrap_or(floor),
-            ..empty_model()
-        };
-        (m.footprint_at(cpus) as u64).max(floor)
-    }
-}
-
-fn empty_model() -> StallModel {
-    StallModel {
-        accelerator_samples_per_s: 0.0,
-        cpu: CpuCurve::new(Vec::new()),
-        fetch: FetchModel {
-            mean_sample_bytes: 0.0,
-            storage_bytes_per_s: None,
-            storage_lower_bound: false,
-            memory_bytes_per_s: f64::INFINITY,
-        },
-        footprint_bytes: 0,
-        footprint_points: Vec::new(),
-        dataset_bytes: 0,
-        hit_model: HitModel::Minio,
-        miss_cost: None,
+        let fallback = self.footprint.unwrap_or(floor);
+        (crate::stall::footprint_at(&self.footprint_points, fallback, cpus) as u64).max(floor)
     }
 }
 
@@ -567,6 +545,25 @@ struct Fetch {
     storage_seen: Option<f64>,
 }
 
+impl Fetch {
+    /// Nothing measured yet (or nothing to measure: a workload without a dataset).
+    fn unmeasured(cores: f64, mean_sample_bytes: f64) -> Fetch {
+        Fetch {
+            model: FetchModel {
+                mean_sample_bytes,
+                storage_bytes_per_s: None,
+                storage_lower_bound: false,
+                memory_bytes_per_s: f64::INFINITY,
+            },
+            cores,
+            cold_cpu: None,
+            full_cpu: None,
+            wait_s_per_miss: 0.0,
+            storage_seen: None,
+        }
+    }
+}
+
 /// Stage 3: one cold trial at the calibration's cores (a CPU-bound count, so what a miss costs shows),
 /// under the storage limit if any. Its first epoch is all misses: the storage rate, the bytes a miss
 /// reads and the CPU it costs. A page-cache workload runs it under a memory limit that just holds the
@@ -581,19 +578,10 @@ fn cold_fetch(
     cores: f64,
     data: &Data,
 ) -> Result<Fetch, ProfileRunError> {
-    let mut f = Fetch {
-        model: FetchModel {
-            mean_sample_bytes: data.bytes as f64 / data.files.files.len().max(1) as f64,
-            storage_bytes_per_s: None,
-            storage_lower_bound: false,
-            memory_bytes_per_s: f64::INFINITY,
-        },
+    let mut f = Fetch::unmeasured(
         cores,
-        cold_cpu: None,
-        full_cpu: None,
-        wait_s_per_miss: 0.0,
-        storage_seen: None,
-    };
+        data.bytes as f64 / data.files.files.len().max(1) as f64,
+    );
     let paths = data.paths();
     // Spread over the dataset, so one directory's layout on disk does not decide it.
     let step = (paths.len() / PROBE_FILES).max(1);
@@ -987,7 +975,7 @@ pub fn run_profile(
     };
     // The profile's cores are held for the whole run, so no other synergy process takes them between
     // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
-    let _cores =
+    let lease =
         crate::isolate::ledger::claim(Cores(plan.c_max()).threads(), &measure::trial::host_cores())
             .map_err(|e| TrialError::Isolate(e.into()))?;
     let journal_path = req.out.with_extension("trials.jsonl");
@@ -997,7 +985,7 @@ pub fn run_profile(
         cancel,
         isolation: req.isolation,
         warnings: Vec::new(),
-        speed: Speed::new(_cores.cores().first().copied()),
+        speed: Speed::new(lease.cores().first().copied()),
     };
     let n_grid = plan.cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(
@@ -1025,15 +1013,7 @@ pub fn run_profile(
             },
         ),
     };
-    let no_fetch = Fetch {
-        model: empty_model().fetch,
-        cores,
-        cold_cpu: None,
-        full_cpu: None,
-        wait_s_per_miss: 0.0,
-        storage_seen: None,
-    };
-    let fetch = fetch.unwrap_or(no_fetch);
+    let fetch = fetch.unwrap_or_else(|| Fetch::unmeasured(cores, 0.0));
     let has_data = data.is_some();
     let model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
 
