@@ -123,12 +123,33 @@ pub struct ColdReads {
     pub wall_s_per_file: f64,
     /// CPU seconds of the reading thread per file.
     pub cpu_s_per_file: f64,
+    /// Bytes read, over all files.
+    pub bytes: u64,
 }
 
 impl ColdReads {
     /// Seconds per file the thread was blocked, waiting for the device.
     pub fn wait_s_per_file(&self) -> f64 {
         (self.wall_s_per_file - self.cpu_s_per_file).max(0.0)
+    }
+
+    /// Seconds blocked per byte read: what a miss of a given size waits, when misses are smaller than
+    /// files (a sample cut from a shard).
+    pub fn wait_s_per_byte(&self) -> f64 {
+        if self.bytes == 0 {
+            return 0.0;
+        }
+        self.wait_s_per_file() * self.files as f64 / self.bytes as f64
+    }
+
+    /// The rate one stream of reads got from the device, bytes per second.
+    pub fn bytes_per_s(&self) -> f64 {
+        let wall = self.wall_s_per_file * self.files as f64;
+        if wall > 0.0 {
+            self.bytes as f64 / wall
+        } else {
+            0.0
+        }
     }
 }
 
@@ -149,11 +170,12 @@ where
         cpu_now().map_err(std::io::Error::from)?,
     );
     let mut buf = Vec::new();
+    let mut bytes = 0u64;
     for path in &paths {
         buf.clear();
-        File::open(path)
+        bytes += File::open(path)
             .and_then(|mut f| f.read_to_end(&mut buf))
-            .map_err(|e| with_path(path, e))?;
+            .map_err(|e| with_path(path, e))? as u64;
     }
     let wall = t0.elapsed().as_secs_f64();
     let cpu = secs(cpu_now().map_err(std::io::Error::from)?) - secs(c0);
@@ -163,6 +185,7 @@ where
         files: paths.len(),
         wall_s_per_file: wall / n,
         cpu_s_per_file: cpu.max(0.0) / n,
+        bytes,
     })
 }
 

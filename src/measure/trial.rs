@@ -231,6 +231,14 @@ pub enum TrialError {
     /// Not enough progress arrived in the allowed time.
     #[error("{0}")]
     NoEstimate(String),
+    /// The longest allowed time passed with too few steps to estimate from (a slow workload).
+    #[error("only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise --max-seconds")]
+    TooFewSteps {
+        /// Steps the workload reported.
+        steps: u64,
+        /// How long the trial ran, seconds.
+        duration_s: f64,
+    },
     /// SIGINT or SIGTERM arrived; everything was cleaned up.
     #[error("interrupted by signal {0}; the workload was stopped and its cgroup removed")]
     Interrupted(i32),
@@ -791,17 +799,16 @@ fn observe(
     peaks.observe(&last.domain);
     readings.push(last);
 
-    let estimate = est.estimate().ok_or_else(|| {
-        TrialError::NoEstimate(match stop_reason {
-            StopReason::NoProgress => format!(
-                "no progress from the workload for {:.0} s after {steps} steps; check its `progress` settings in {}",
-                req.no_progress_timeout.as_secs_f64(),
-                req.spec.origin
-            ),
-            _ => format!(
-                "only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise --max-seconds"
-            ),
-        })
+    let estimate = est.estimate().ok_or_else(|| match stop_reason {
+        StopReason::NoProgress => TrialError::NoEstimate(format!(
+            "no progress from the workload for {:.0} s after {steps} steps; check its `progress` settings in {}",
+            req.no_progress_timeout.as_secs_f64(),
+            req.spec.origin
+        )),
+        StopReason::MaxDuration => TrialError::TooFewSteps { steps, duration_s },
+        _ => TrialError::NoEstimate(format!(
+            "only {steps} steps in {duration_s:.1} s ({stop_reason}), too few to estimate throughput"
+        )),
     })?;
     let speed: Vec<(f64, f64)> = probe
         .map(|p| p.finish())

@@ -44,6 +44,13 @@ use std::time::{Duration, Instant};
 const GIB: f64 = (1u64 << 30) as f64;
 /// Confidence half-width, relative, at which a memory-limited trial stops.
 const CONSTRAINED_PRECISION: f64 = 0.04;
+/// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.
+const SLOW_TRIAL_MAX_S: f64 = 120.0;
+/// Added to a measured peak to make the footprint, bytes. A peak is one run's: another run at other
+/// cores can need a little more (a few more loader threads' stacks and buffers), and a limit at the
+/// bare peak then gets the workload OOM-killed (seen: `text` needs 5.5 MiB at 1.25 cores, whose
+/// interpolated peak was 5.3 MB); a few MiB against datasets of hundreds keeps the axis honest.
+const FOOTPRINT_SLACK_BYTES: u64 = 8 << 20;
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 /// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
@@ -277,7 +284,19 @@ impl Runner<'_> {
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
-            let mut r = measure::run_trial(&req, self.bar, self.cancel)?;
+            let mut r = match measure::run_trial(&req, self.bar, self.cancel) {
+                // A slow workload at few cores (a real model on a quarter core) needs longer than
+                // the plan's usual trial for enough steps: once, give it several times as long.
+                Err(TrialError::TooFewSteps { .. })
+                    if req.estimator.max_total_s < SLOW_TRIAL_MAX_S =>
+                {
+                    req.estimator.max_total_s =
+                        (req.estimator.max_total_s * 4.0).min(SLOW_TRIAL_MAX_S);
+                    attempts -= 1;
+                    continue;
+                }
+                r => r?,
+            };
             self.speed.judge(&mut r);
             let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
                 break r;
@@ -478,13 +497,14 @@ fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileRunError> {
             .into_iter()
             .map(|(cpus, b)| FootprintPoint {
                 cpus,
-                bytes: b as u64,
+                bytes: b as u64 + FOOTPRINT_SLACK_BYTES,
             })
             .collect(),
         footprint: trials
             .iter()
             .filter_map(|t| t.telemetry.memory_peak_bytes)
-            .max(),
+            .max()
+            .map(|b| b + FOOTPRINT_SLACK_BYTES),
         first: trials
             .first()
             .map(|t| (*t).clone())
@@ -587,9 +607,15 @@ fn cold_fetch(
     let step = (paths.len() / PROBE_FILES).max(1);
     let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
     let one_stream = pagecache::time_cold_reads(&probe).ok();
-    if let Some(reads) = one_stream {
-        f.wait_s_per_miss = reads.wait_s_per_file();
-    }
+    // A miss waits for the bytes it reads (set from the trial below): one file when a sample is a
+    // file, a fraction of one when samples are cut from shards.
+    let wait_for = |f: &mut Fetch| {
+        if let Some(reads) = one_stream {
+            f.wait_s_per_miss = reads.wait_s_per_byte() * f.model.mean_sample_bytes;
+        }
+    };
+    let stream_bytes_per_s = one_stream.map(|c| c.bytes_per_s());
+    wait_for(&mut f);
 
     let r = match plan.hit_model {
         HitModel::PageCache => {
@@ -615,8 +641,7 @@ fn cold_fetch(
         // A whole epoch went by before a rate could be estimated: storage is far faster than the
         // pipeline, and the read probe's bound is all that is known.
         Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {
-            f.model.storage_bytes_per_s =
-                one_stream.map(|c| f.model.mean_sample_bytes / c.wall_s_per_file);
+            f.model.storage_bytes_per_s = stream_bytes_per_s;
             f.model.storage_lower_bound = true;
             return Ok(f);
         }
@@ -642,6 +667,7 @@ fn cold_fetch(
     // Bytes per sample as the workload really reads them (readahead and all).
     if let Some(b) = cold_bytes.filter(|b| *b > 0.0) {
         f.model.mean_sample_bytes = b;
+        wait_for(&mut f);
     }
     let seen = t_cold * f.model.mean_sample_bytes;
     f.storage_seen = Some(seen);
@@ -667,7 +693,7 @@ fn cold_fetch(
         f.model.storage_bytes_per_s = Some(limit.0);
     } else {
         // The device is at least as fast as the cold epoch read, and as one stream of reads.
-        let stream = one_stream.map_or(0.0, |c| f.model.mean_sample_bytes / c.wall_s_per_file);
+        let stream = stream_bytes_per_s.unwrap_or(0.0);
         f.model.storage_bytes_per_s = Some(seen.max(stream));
         f.model.storage_lower_bound = true;
     }
@@ -748,6 +774,11 @@ fn calibrate(
         let mut r = plan.constrained(c);
         r.mem_limit = Some(Bytes(mem));
         let t = run.trial(TrialRole::Calibration, Some(mem_gib), r)?;
+        // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
+        // longest duration first (an epoch longer than that) measured the cold fill.
+        if t.throughput.whole_epochs == 0 {
+            continue;
+        }
         let Some(read) = t.telemetry.storage_read_bytes_per_sample else {
             continue;
         };
@@ -766,6 +797,15 @@ fn calibrate(
         });
     }
     if points.is_empty() {
+        out.fit = Some(HitCurveFit {
+            family: "lru-to-fixed-subset".into(),
+            fixed_subset_share: 0.0,
+            chosen_because:
+                "LRU: no calibration trial completed a whole epoch with the cache steady \
+                             within its longest duration, so none measured what the cache keeps"
+                    .into(),
+            points,
+        });
         return Ok(out);
     }
     let share = fit_fixed_subset_share(
