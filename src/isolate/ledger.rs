@@ -360,8 +360,10 @@ mod tests {
             .spawn()
             .unwrap();
         let out = BufReader::new(child.stdout.take().unwrap());
+        // Not the line's start: run serially (one CPU, as under a CFS quota of one core) the test
+        // harness writes `test NAME ... ` before the test's own output, on the same line.
         for line in out.lines() {
-            if line.unwrap().starts_with("holding") {
+            if line.unwrap().contains("holding [") {
                 return child;
             }
         }
