@@ -46,6 +46,8 @@ const GIB: f64 = (1u64 << 30) as f64;
 const CONSTRAINED_PRECISION: f64 = 0.04;
 /// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.
 const SLOW_TRIAL_MAX_S: f64 = 120.0;
+/// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
+const HIT_CURVE_FAMILY: &str = "lru-to-fixed-subset";
 /// Added to a measured peak to make the footprint, bytes. A peak is one run's: another run at other
 /// cores can need a little more (a few more loader threads' stacks and buffers), and a limit at the
 /// bare peak then gets the workload OOM-killed (seen: `text` needs 5.5 MiB at 1.25 cores, whose
@@ -798,7 +800,7 @@ fn calibrate(
     }
     if points.is_empty() {
         out.fit = Some(HitCurveFit {
-            family: "lru-to-fixed-subset".into(),
+            family: HIT_CURVE_FAMILY.into(),
             fixed_subset_share: 0.0,
             chosen_because:
                 "LRU: no calibration trial completed a whole epoch with the cache steady \
@@ -838,7 +840,7 @@ fn calibrate(
         })
         .collect();
     out.fit = Some(HitCurveFit {
-        family: "lru-to-fixed-subset".into(),
+        family: HIT_CURVE_FAMILY.into(),
         fixed_subset_share: share,
         chosen_because: format!(
             "hit ratio measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
