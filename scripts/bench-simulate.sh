@@ -79,7 +79,7 @@ rows, w = load("sweep")
 jr = sum(r["job_rounds"] for r in rows)
 print(f"3. full sweep: {len(rows)} configurations (4 policies x 4 mechanisms x loads 1..9) in {w:.1f} s wall,"
       f" {jr/w:,.0f} job-rounds/s (target < 120 s)")
-print(f"   mean JCT (h) at 9 jobs/h, seed 42, with the published figures (DESIGN.md 5.6) in brackets:")
+print(f"   mean JCT (h) at 9 jobs/h, seed 42, with the published figures (docs/architecture.md §5.6) in brackets:")
 published = {"fifo": {"proportional": 81, "greedy": 25, "tune": 22}, "srtf": {"proportional": 38, "tune": 16.6},
              "las": {"proportional": 86, "tune": 33}}
 print(f"   {'policy':<6} " + " ".join(f"{m:>16}" for m in ["proportional", "greedy", "tune", "opt"]))

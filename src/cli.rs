@@ -11,8 +11,27 @@ use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::probe::ProbeKind;
 use crate::workload::{builtin, dataset, WorkloadError, WorkloadSpec};
 use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Writes to standard output. A full or closed output (`> /dev/full`, a pipe whose reader left) is an
+/// error the command reports, not a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| anyhow::anyhow!("writing the output: {e}"))
+    }};
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        out!("{}\n", format_args!($($arg)*))
+    };
+}
 
 /// Exit code for bad input (as clap uses for usage errors).
 pub const EXIT_INPUT: i32 = 2;
@@ -157,6 +176,10 @@ struct ProfileArgs {
     /// A command to profile without a spec, e.g. `-- python train.py` (use with --probe pytorch).
     #[arg(last = true)]
     command: Vec<String>,
+    /// The directory of the workload's dataset, for a command (or instead of the spec's): its cache
+    /// state, memory limits and storage limit then apply to it. A probed script's is found by the probe.
+    #[arg(long)]
+    dataset: Option<PathBuf>,
     /// Where to write the profile (a CSV goes beside it). Default: profiles/NAME.json.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -240,9 +263,9 @@ fn plot_cmd(args: PlotArgs) -> anyhow::Result<i32> {
         },
     })?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&written)?);
+        outln!("{}", serde_json::to_string_pretty(&written)?)?;
     } else {
-        println!(
+        outln!(
             "{}: {} chart, {}x{} pixels, {} series ({})",
             written.path.display(),
             written.kind.name(),
@@ -250,7 +273,7 @@ fn plot_cmd(args: PlotArgs) -> anyhow::Result<i32> {
             written.height,
             written.series.len(),
             written.series.join("; ")
-        );
+        )?;
     }
     Ok(0)
 }
@@ -597,12 +620,12 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             })
             .collect();
         if summaries.len() == 1 {
-            println!("{}", serde_json::to_string_pretty(&summaries[0])?);
+            outln!("{}", serde_json::to_string_pretty(&summaries[0])?)?;
         } else {
-            println!("{}", serde_json::to_string_pretty(&summaries)?);
+            outln!("{}", serde_json::to_string_pretty(&summaries)?)?;
         }
     } else if results.len() == 1 {
-        print!("{}", sim::output::render_summary(&results[0].summary));
+        out!("{}", sim::output::render_summary(&results[0].summary))?;
     } else {
         let rows: Vec<(Option<f64>, Option<u64>, sim::Summary)> = points
             .iter()
@@ -615,7 +638,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
                 )
             })
             .collect();
-        print!("{}", sim::output::render_sweep(&rows));
+        out!("{}", sim::output::render_sweep(&rows))?;
     }
     Ok(0)
 }
@@ -654,25 +677,25 @@ fn simulate_job_list(
         } else {
             serde_json::Value::Array(out)
         };
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
         return Ok(0);
     }
     for v in &out {
-        println!(
+        outln!(
             "{} / {} (rounds of {} s): mean predicted JCT {:.1} s",
             v["policy"].as_str().unwrap_or_default(),
             v["mechanism"].as_str().unwrap_or_default(),
             args.round_s,
             v["mean_predicted_jct_s"].as_f64().unwrap_or(0.0)
-        );
+        )?;
         for j in v["jobs"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "  {:<16} {:<8} arrives {:>6.1} s  JCT {:>8.1} s",
                 j["name"].as_str().unwrap_or_default(),
                 j["workload"].as_str().unwrap_or_default(),
                 j["arrival_s"].as_f64().unwrap_or(0.0),
                 j["predicted_jct_s"].as_f64().unwrap_or(f64::NAN)
-            );
+            )?;
         }
     }
     Ok(0)
@@ -724,10 +747,10 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         let rounds =
             executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&rounds)?);
+            outln!("{}", serde_json::to_string_pretty(&rounds)?)?;
         } else {
             for r in &rounds {
-                print!("{r}");
+                out!("{r}")?;
             }
         }
         return Ok(0);
@@ -753,9 +776,9 @@ fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
     let report = executor::run(&list, backend.as_mut(), &cfg, &cancel, &mut log)?;
     drop(backend);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", render_run(&report));
+        out!("{}", render_run(&report))?;
     }
     if let Some(sig) = report.interrupted {
         eprintln!(
@@ -861,6 +884,10 @@ struct MeasureArgs {
     /// A command to measure without a spec, e.g. `-- python train.py` (use with --probe pytorch).
     #[arg(last = true)]
     command: Vec<String>,
+    /// The directory of the workload's dataset, for a command (or instead of the spec's): its cache
+    /// state, memory limits and storage limit then apply to it. A probed script's is found by the probe.
+    #[arg(long)]
+    dataset: Option<PathBuf>,
     /// CPU cores (fractional values use a CFS quota). Default: every core of this host.
     #[arg(long)]
     cpus: Option<f64>,
@@ -1013,7 +1040,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::ImportZoo { zoo, out_dir } => {
             let written = crate::profile::zoo::import_zoo(&zoo, &out_dir)?;
             for p in &written {
-                println!("{}", p.display());
+                outln!("{}", p.display())?;
             }
             Ok(0)
         }
@@ -1036,16 +1063,16 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 r => r?,
             };
             if json {
-                println!("{}", serde_json::to_string_pretty(&manifest)?);
+                outln!("{}", serde_json::to_string_pretty(&manifest)?)?;
             } else {
-                println!(
+                outln!(
                     "{}: {} {} files, {} (mean {:.1} KB)",
                     dir.display(),
                     manifest.files,
                     manifest.kind,
                     manifest.total_bytes,
                     manifest.mean_file_bytes / 1000.0
-                );
+                )?;
             }
             Ok(0)
         }
@@ -1080,7 +1107,7 @@ fn dataset_rate_cmd(
     let seq_len = seq_len.unwrap_or(builtin::DEFAULT_SEQ_LEN);
     let r = builtin::rate::one_core_rate(dir, pipeline, seq_len, refresh)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
         return Ok(0);
     }
     let m = &r.measurement;
@@ -1093,16 +1120,16 @@ fn dataset_rate_cmd(
         Some(n) => format!("{pipeline} pipeline, {n}-token sequences"),
         None => format!("{pipeline} pipeline"),
     };
-    println!(
+    outln!(
         "{}: {:.1} samples per CPU-second on one core ({work}; {} samples in {:.3} CPU-s, {when})",
         dir.display(),
         m.samples_per_cpu_s,
         m.samples,
         m.cpu_s
-    );
+    )?;
     match &r.not_kept {
-        None => println!("  kept in {}", r.rate_file.display()),
-        Some(why) => println!("  not kept: {why}"),
+        None => outln!("  kept in {}", r.rate_file.display())?,
+        Some(why) => outln!("  not kept: {why}")?,
     }
     Ok(0)
 }
@@ -1121,6 +1148,7 @@ fn workload_of(
     spec: Option<&str>,
     default: Option<&str>,
     probe: Option<ProbeKind>,
+    dataset: Option<&Path>,
     command: &[String],
 ) -> Result<WorkloadSpec, InputError> {
     let mut spec = match (spec, command.is_empty()) {
@@ -1145,6 +1173,10 @@ fn workload_of(
     if probe.is_some() {
         spec.probe = probe;
     }
+    if let Some(dir) = dataset {
+        spec.set_dataset_dir(dir)
+            .map_err(|why| InputError::new("--dataset", why))?;
+    }
     Ok(spec)
 }
 
@@ -1153,6 +1185,7 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         args.spec.as_deref(),
         Some("image"),
         args.probe,
+        args.dataset.as_deref(),
         &args.command,
     )?;
     let cpus = args
@@ -1164,6 +1197,25 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
         return Err(
             InputError::new("--warmup-seconds/--min-seconds", "must not be negative").into(),
         );
+    }
+    if spec.dataset.is_none() {
+        // These act on the dataset's files: without a dataset they would silently do nothing.
+        for (flag, given) in [
+            ("--cold", args.cold),
+            ("--warm", args.warm),
+            ("--storage-bps", args.storage_bps.is_some()),
+        ] {
+            if given {
+                return Err(InputError::new(
+                    flag,
+                    format!(
+                        "{} names no dataset, so there is none to act on; name its directory with --dataset DIR",
+                        spec.origin
+                    ),
+                )
+                .into());
+            }
+        }
     }
     let mut req = TrialRequest::new(spec, Cores(cpus));
     req.cpu_list = args.cpu_list.map(|c| c.0);
@@ -1206,9 +1258,9 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
                 );
             }
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                print!("{}", render_trial(&r));
+                out!("{}", render_trial(&r))?;
             }
             Ok(0)
         }
@@ -1221,7 +1273,13 @@ fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
 }
 
 fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
-    let spec = workload_of(args.spec.as_deref(), None, args.probe, &args.command)?;
+    let spec = workload_of(
+        args.spec.as_deref(),
+        None,
+        args.probe,
+        args.dataset.as_deref(),
+        &args.command,
+    )?;
     if !(0.0..1.0).contains(&args.tolerance) {
         return Err(InputError::new("--tolerance", "must be in [0, 1)").into());
     }
@@ -1262,9 +1320,9 @@ fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
                 }
             }
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&p)?);
+                outln!("{}", serde_json::to_string_pretty(&p)?)?;
             } else {
-                print!("{}", render_profile(&p, &out));
+                out!("{}", render_profile(&p, &out))?;
             }
             Ok(0)
         }
@@ -1320,10 +1378,26 @@ fn render_profile(p: &Profile, out: &std::path::Path) -> String {
                 fit.chosen_because
             );
         }
+        if let Some(a) = &model.accelerator {
+            let _ = writeln!(o, "  accelerator  {}", a.because);
+        }
+    }
+    if let Some(why) = &p.workload.no_memory_axis {
+        let _ = writeln!(o, "  memory axis  does not apply: {why}");
+    }
+    if let Some(probe) = &p.workload.probe {
+        let _ = writeln!(o, "  probe        {}", probe.describe());
     }
     let _ = write!(o, "  samples/s    cores \\ GiB");
+    // Enough decimals that neighbouring columns read apart (a small dataset beside a large footprint).
+    let decimals = (2..=4)
+        .find(|&d| {
+            let f = |g: &f64| format!("{g:.d$}");
+            m.memory_gib.windows(2).all(|w| f(&w[0]) != f(&w[1]))
+        })
+        .unwrap_or(4);
     for g in &m.memory_gib {
-        let _ = write!(o, " {g:>8.2}");
+        let _ = write!(o, " {g:>8.decimals$}");
     }
     let _ = writeln!(o);
     if let Some(abs) = &m.samples_per_s {
@@ -1413,9 +1487,9 @@ fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
     check_positive("--mem", args.mem)?;
     let v = crate::profile::file::predict(&p, args.cpus, args.mem);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?)?;
     } else {
-        println!(
+        outln!(
             "{} at {} cores, {} GiB: {}{:.2}x proportional{}",
             p.workload.name,
             args.cpus,
@@ -1427,7 +1501,7 @@ fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
             v.limited_by
                 .map(|s| format!(", limited by {s}"))
                 .unwrap_or_default()
-        );
+        )?;
     }
     Ok(0)
 }
@@ -1540,6 +1614,9 @@ fn render_trial(r: &TrialResult) -> String {
             100.0 * d.resident_fraction_at_start,
             if d.generated { "; generated now" } else { "" }
         );
+    }
+    if let Some(p) = &r.probe {
+        let _ = writeln!(o, "  probe        {}", p.describe());
     }
     let i = &r.isolation;
     let _ = writeln!(

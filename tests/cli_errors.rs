@@ -140,3 +140,61 @@ fn affinity_cannot_bound_memory() {
         &["affinity"],
     );
 }
+
+#[test]
+fn a_dataset_that_is_not_a_directory_is_refused() {
+    for verb in ["measure", "profile"] {
+        assert_input_error(
+            &[
+                verb,
+                "--dataset",
+                "/no/such/dataset",
+                "--probe",
+                "pytorch",
+                "--",
+                "python3",
+                "t.py",
+            ],
+            &["--dataset", "/no/such/dataset", "not a directory"],
+        );
+    }
+    // Without a dataset, flags that act on its files are refused rather than ignored.
+    for flag in [&["--cold"][..], &["--warm"], &["--storage-bps", "20MB/s"]] {
+        assert_input_error(
+            &[
+                &["measure", "--cpus", "1"][..],
+                flag,
+                &["--probe", "pytorch", "--", "python3", "t.py"],
+            ]
+            .concat(),
+            &[flag[0], "--dataset"],
+        );
+    }
+}
+
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let profile = format!("{}/profiles/image.json", env!("CARGO_MANIFEST_DIR"));
+    for args in [
+        vec!["predict", profile.as_str(), "--cpus", "1", "--mem", "0.3"],
+        vec![
+            "predict",
+            profile.as_str(),
+            "--cpus",
+            "1",
+            "--mem",
+            "0.3",
+            "--json",
+        ],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = common::synergy().args(&args).stdout(full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(stderr.contains("writing the output"), "{stderr}");
+    }
+}

@@ -362,3 +362,33 @@ fn a_cpu_hog_on_the_trials_core_marks_it_disturbed() {
         eprintln!("the host was busy on core 0 without the hog too; not checking the quiet case");
     }
 }
+
+#[test]
+fn a_workload_whose_progress_lines_are_all_malformed_is_told_so() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("junk.toml");
+    std::fs::write(
+        &spec,
+        "name = 'junk'\ncommand = ['sh', '-c', 'while true; do echo steps=3 >&3; sleep 0.1; done']\nbatch_size = 1\n",
+    )
+    .unwrap();
+    let out = common::run(&[
+        "measure",
+        spec.to_str().unwrap(),
+        "--cpus",
+        "1",
+        "--max-seconds",
+        "3",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("progress lines followed the protocol"),
+        "{err}"
+    );
+    assert!(!err.contains("raise --max-seconds"), "{err}");
+}

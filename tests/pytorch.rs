@@ -354,3 +354,238 @@ fn a_spec_and_a_command_together_are_refused() {
     common::assert_input_error(&["profile"], &["command after `--`"]);
     common::assert_input_error(&["measure", "--probe", "jax", "--", "python3"], &["jax"]);
 }
+
+/// The ImageNet-style script of workloads/pytorch/examples, written as people write them.
+fn imagefolder_script() -> String {
+    format!(
+        "{}/workloads/pytorch/examples/imagefolder_train.py",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// `synergy profile ARGS --out DIR/p.json`; returns the profile and what it printed.
+fn profile_command(args: &[&str]) -> (Value, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p.json");
+    let _serial = common::serial();
+    let o = Command::new(env!("CARGO_BIN_EXE_synergy"))
+        .arg("profile")
+        .args(["--out", out.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "synergy profile {args:?} failed ({}):\n{stdout}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    (p, stdout)
+}
+
+fn trials<'a>(p: &'a Value, role: &str) -> Vec<&'a Value> {
+    p["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["role"] == role)
+        .collect()
+}
+
+#[test]
+fn an_unmodified_script_is_profiled_completely() {
+    let py = python();
+    let data = data_dir().join("image-256m");
+    let script = imagefolder_script();
+    let (p, printed) = profile_command(&[
+        "--probe",
+        "pytorch",
+        "--cpus",
+        "1,2",
+        "--validate",
+        "2",
+        "--",
+        py.as_str(),
+        script.as_str(),
+        "-j",
+        "2",
+        "-b",
+        "8",
+        "--image-size",
+        "32",
+        data.to_str().unwrap(),
+    ]);
+    println!("{printed}");
+    // The first run found the dataset, and every later trial used it.
+    assert_eq!(trials(&p, "discovery").len(), 1, "{printed}");
+    let found = &p["workload"]["dataset"];
+    assert_eq!(Path::new(found["path"].as_str().unwrap()), data, "{found}");
+    assert!(p["workload"]["no_memory_axis"].is_null());
+    // What the probe saw: the script's batch size, workers, dataset and model.
+    assert_eq!(p["workload"]["batch_size"], 8);
+    let seen = &p["workload"]["probe"];
+    assert_eq!(seen["workers"], 2, "{seen}");
+    assert_eq!(seen["dataset_class"], "ImageFolder", "{seen}");
+    assert_eq!(seen["device"], "cpu", "{seen}");
+    assert!(seen["parameters"].as_u64().unwrap() > 1_000_000, "{seen}");
+    // A memory axis over the footprint and the dataset, with distinct columns.
+    let mem: Vec<f64> = p["matrix"]["memory_gib"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(mem.len(), 5, "{mem:?}");
+    assert!(mem.windows(2).all(|w| w[0] < w[1]), "{mem:?}");
+    // G from the probe's replay: loading drops out, so it is at least the 2-core cached throughput.
+    let synth = trials(&p, "synthetic");
+    assert_eq!(synth.len(), 1);
+    assert!(
+        !synth[0]["result"]["probe"]["replay"].is_null(),
+        "the synthetic trial must replay the script's batches: {}",
+        synth[0]["result"]["probe"]
+    );
+    let g = synth[0]["result"]["throughput"]["samples_per_s"]
+        .as_f64()
+        .unwrap();
+    let at2 = trials(&p, "cpu")
+        .into_iter()
+        .find(|t| t["result"]["allocation"]["cpus"] == 2.0)
+        .map(|t| t["result"]["throughput"]["samples_per_s"].as_f64().unwrap())
+        .unwrap();
+    assert!(g >= at2, "G {g} below the cached 2-core {at2}:\n{printed}");
+    assert_eq!(p["model"]["accelerator"]["separated"], true, "{printed}");
+    // Held-out points under real memory limits, checked against the model.
+    assert_eq!(p["validation"].as_array().unwrap().len(), 2, "{printed}");
+    assert!(!trials(&p, "fetch").is_empty());
+}
+
+#[test]
+fn a_script_whose_data_is_not_on_disk_gets_a_profile_that_says_memory_does_not_apply() {
+    let py = python();
+    let script = imagefolder_script();
+    let (p, printed) = profile_command(&[
+        "--probe",
+        "pytorch",
+        "--cpus",
+        "2",
+        "--",
+        py.as_str(),
+        script.as_str(),
+        "--dummy",
+        "-b",
+        "8",
+        "--image-size",
+        "32",
+        "--num-classes",
+        "10",
+    ]);
+    println!("{printed}");
+    let why = p["workload"]["no_memory_axis"].as_str().unwrap_or_default();
+    assert!(why.contains("TensorDataset"), "{printed}");
+    assert!(printed.contains("memory axis  does not apply"), "{printed}");
+    assert_eq!(p["matrix"]["memory_gib"].as_array().unwrap().len(), 1);
+    assert!(p["workload"]["dataset"].is_null());
+    assert!(p["validation"].as_array().is_none_or(|v| v.is_empty()));
+    // The matrix is never capped below what a trial measured.
+    let measured = trials(&p, "cpu")
+        .iter()
+        .map(|t| t["result"]["throughput"]["samples_per_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let cell = p["matrix"]["samples_per_s"][0][0].as_f64().unwrap();
+    assert!(
+        cell >= 0.999 * measured,
+        "matrix {cell} below measured {measured}"
+    );
+}
+
+#[test]
+fn the_probes_synthetic_mode_agrees_with_the_scripts_own_fake_data() {
+    let py = python();
+    let data = data_dir().join("image-256m");
+    let script = imagefolder_script();
+    let at = ["--cpus", "2", "--max-seconds", "60", "--probe", "pytorch"];
+    let shape = ["-b", "8", "--image-size", "32"];
+    let _serial = common::serial();
+    let Some(replayed) = common::measure_undisturbed(
+        &[
+            &at[..],
+            &["--synthetic", "--", py.as_str(), script.as_str(), "-j", "2"],
+            &shape,
+            &[data.to_str().unwrap()],
+        ]
+        .concat(),
+    ) else {
+        return;
+    };
+    let Some(dummy) = common::measure_undisturbed(
+        &[
+            &at[..],
+            &[
+                "--",
+                py.as_str(),
+                script.as_str(),
+                "--dummy",
+                "--num-classes",
+                "10",
+            ],
+            &shape,
+        ]
+        .concat(),
+    ) else {
+        return;
+    };
+    let replay = &replayed["probe"]["replay"];
+    assert!(
+        replay["batches"].as_u64().unwrap() >= 1,
+        "{}",
+        replayed["probe"]
+    );
+    assert_eq!(replay["device"], "cpu");
+    let (a, a_ci) = common::rate(&replayed);
+    let (b, b_ci) = common::rate(&dummy);
+    println!("replayed {a:.1} ± {a_ci:.1}, the script's --dummy {b:.1} ± {b_ci:.1} samples/s");
+    // Both feed the model tensors from memory; the host's speed moves by about 10% between runs.
+    assert!(
+        (a - b).abs() <= a_ci + b_ci + 0.15 * b,
+        "replayed {a:.1} ± {a_ci:.1} against --dummy {b:.1} ± {b_ci:.1}"
+    );
+}
+
+#[test]
+fn a_script_without_a_dataloader_gets_a_message_that_says_so() {
+    let py = python();
+    let tmp = tempfile::tempdir().unwrap();
+    let no_loader = tmp.path().join("no_loader.py");
+    std::fs::write(
+        &no_loader,
+        "import time\nimport torch\nx = torch.randn(64, 64)\nfor _ in range(10 ** 9):\n    x = torch.tanh(x @ x)\n    time.sleep(0.01)\n",
+    )
+    .unwrap();
+    let no_torch = tmp.path().join("no_torch.py");
+    std::fs::write(&no_torch, "import time\ntime.sleep(120)\n").unwrap();
+    let _serial = common::serial();
+    for (script, says) in [
+        (&no_loader, "DataLoader"),
+        (&no_torch, "saw no import of `torch.utils.data`"),
+    ] {
+        let o = common::run(&[
+            "measure",
+            "--cpus",
+            "1",
+            "--max-seconds",
+            "10",
+            "--probe",
+            "pytorch",
+            "--",
+            py.as_str(),
+            script.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(err.contains(says), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

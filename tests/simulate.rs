@@ -373,7 +373,7 @@ fn near(ours: f64, published: f64, tolerance: f64, what: &str) {
 }
 
 /// The generator draws the reference simulator's random streams, so its default seed (42) replays the run
-/// behind the published paper-default figures (DESIGN.md 5.6): FIFO 81 h -> 22 h, greedy 25 h; SRTF 38 h
+/// behind the published paper-default figures (docs/architecture.md §5.6): FIFO 81 h -> 22 h, greedy 25 h; SRTF 38 h
 /// -> 16.6 h with p99 1,158 h -> 182 h; LAS 86 h -> 33 h.
 #[test]
 fn seed_42_replays_the_published_paper_default() {

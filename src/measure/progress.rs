@@ -1,6 +1,7 @@
 //! Progress sources: the pipe protocol (one JSON line per step on `SYNERGY_PROGRESS_FD`) and a regular
 //! expression over a workload's output for programs that cannot be changed (e.g. tqdm's `it/s`).
 
+use crate::workload::probe::ProbeReport;
 use regex::Regex;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::Sender;
@@ -29,6 +30,8 @@ pub enum ProgressEvent {
         /// Samples per second.
         samples_per_s: f64,
     },
+    /// What a zero-change probe saw of the script (`{"probe": {...}}`, docs/pytorch.md).
+    Probe(ProbeReport),
     /// A line that did not follow the protocol (kept for the report, not fatal).
     Malformed {
         /// The line, shortened.
@@ -53,7 +56,8 @@ pub fn spawn(
         .expect("spawning a thread only fails when the process is out of resources")
 }
 
-/// The pipe protocol: JSON objects with `samples` and optional `epoch`, `t`, `cache_hits`, `cache_misses`.
+/// The pipe protocol: JSON objects with `samples` and optional `epoch`, `t`, `cache_hits`, `cache_misses`;
+/// or a probe's `{"probe": {...}}`.
 pub struct PipeProgress<R> {
     reader: R,
 }
@@ -70,9 +74,16 @@ pub fn parse_pipe_line(line: &str, at: Instant) -> ProgressEvent {
     let malformed = || ProgressEvent::Malformed {
         line: line.chars().take(200).collect(),
     };
-    let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(line) else {
+    let Ok(serde_json::Value::Object(mut map)) = serde_json::from_str::<serde_json::Value>(line)
+    else {
         return malformed();
     };
+    if let Some(report) = map.remove("probe") {
+        return match serde_json::from_value::<ProbeReport>(report) {
+            Ok(r) => ProgressEvent::Probe(r),
+            Err(_) => malformed(),
+        };
+    }
     let Some(samples) = map.get("samples").and_then(|v| v.as_f64()) else {
         return malformed();
     };
@@ -257,6 +268,14 @@ mod tests {
         ));
         assert!(matches!(
             parse_pipe_line(r#"{"samples": -1}"#, now),
+            ProgressEvent::Malformed { .. }
+        ));
+        match parse_pipe_line(r#"{"probe": {"batch_size": 8, "dataset_root": "/d"}}"#, now) {
+            ProgressEvent::Probe(r) => assert_eq!(r.batch_size, Some(8)),
+            e => panic!("{e:?}"),
+        }
+        assert!(matches!(
+            parse_pipe_line(r#"{"probe": {"batch_size": "eight"}}"#, now),
             ProgressEvent::Malformed { .. }
         ));
     }

@@ -13,6 +13,7 @@ use crate::isolate::{self, pagecache, Budget, IsolateError, IsolationKind};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::launch::{self, LaunchConfig, ProgressStream};
+use crate::workload::probe::ProbeReport;
 use crate::workload::spec::ProgressSpec;
 use crate::workload::{WorkloadError, WorkloadSpec};
 use indicatif::ProgressBar;
@@ -169,6 +170,9 @@ pub struct TrialResult {
     pub epochs: Vec<EpochStats>,
     /// Progress lines that did not follow the protocol.
     pub malformed_lines: u64,
+    /// What a zero-change probe saw of the script (batch size, dataset, device, a synthetic replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeReport>,
 }
 
 /// One complete epoch of a trial (warm-up included): a cold trial's first epoch is all misses, a
@@ -531,12 +535,16 @@ pub fn run_trial(
                     cpus: req.cpus,
                     kills: oom,
                 },
-                TrialError::WorkloadExited { status, steps, .. } => {
+                TrialError::WorkloadExited {
+                    status,
+                    steps,
+                    tail: hint,
+                } => {
                     let tail = running.stderr_tail(2000);
                     let tail = if tail.is_empty() {
-                        String::new()
+                        hint
                     } else {
-                        format!("; its stderr ends with:\n{tail}")
+                        format!("{hint}; its stderr ends with:\n{tail}")
                     };
                     TrialError::WorkloadExited {
                         status,
@@ -575,6 +583,7 @@ pub fn run_trial(
         disturbance: obs.disturbance,
         epochs: obs.epochs,
         malformed_lines: obs.malformed,
+        probe: obs.probe,
     })
 }
 
@@ -589,6 +598,7 @@ struct Observation {
     disturbance: Option<Disturbance>,
     epochs: Vec<EpochStats>,
     malformed: u64,
+    probe: Option<ProbeReport>,
 }
 
 /// Progress received so far.
@@ -605,6 +615,7 @@ struct Tally {
     epoch_turned: bool,
     /// Per epoch: (epoch, time of its first and last step, its samples, its first step's samples).
     epochs: Vec<(u64, f64, f64, f64, f64)>,
+    probe: Option<ProbeReport>,
 }
 
 impl Tally {
@@ -643,6 +654,7 @@ impl Tally {
                 self.est
                     .push_rate(at.duration_since(self.start).as_secs_f64(), samples_per_s);
             }
+            ProgressEvent::Probe(r) => self.probe.get_or_insert_with(Default::default).merge(r),
             ProgressEvent::Malformed { .. } => self.malformed += 1,
         }
     }
@@ -699,6 +711,7 @@ fn observe(
         epoch: None,
         epoch_turned: false,
         epochs: Vec::new(),
+        probe: None,
     };
     let cores = domain.cpu_list().to_vec();
     let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
@@ -774,7 +787,11 @@ fn observe(
                 return Err(TrialError::WorkloadExited {
                     status: status.to_string(),
                     steps: tally.steps,
-                    tail: String::new(),
+                    // A script that failed says why on its stderr; one that finished without a
+                    // step is what the probe can explain.
+                    tail: probe_hint(req, &tally)
+                        .filter(|_| status.success())
+                        .unwrap_or_default(),
                 });
             }
             break StopReason::WorkloadExited;
@@ -786,12 +803,14 @@ fn observe(
             break StopReason::NoProgress;
         }
     };
+    let hint = probe_hint(req, &tally);
     let Tally {
         est,
         steps,
         malformed,
         cache_steps,
         epochs,
+        probe: probe_report,
         ..
     } = tally;
     let duration_s = start.elapsed().as_secs_f64();
@@ -799,14 +818,27 @@ fn observe(
     peaks.observe(&last.domain);
     readings.push(last);
 
-    let estimate = est.estimate().ok_or_else(|| match stop_reason {
-        StopReason::NoProgress => TrialError::NoEstimate(format!(
+    let estimate = est.estimate().ok_or_else(|| match (stop_reason, hint) {
+        // No step at all: what the probe saw, or the lines that did not follow the protocol, say why
+        // better than the time it waited.
+        (StopReason::NoProgress | StopReason::MaxDuration, Some(hint)) => {
+            TrialError::NoEstimate(format!(
+                "no progress from the workload in {duration_s:.0} s{hint}"
+            ))
+        }
+        (StopReason::NoProgress | StopReason::MaxDuration, None) if steps == 0 && malformed > 0 => {
+            TrialError::NoEstimate(format!(
+                "none of the workload's {malformed} progress lines followed the protocol (one JSON object per line with `samples`, or the spec's `progress` pattern); check its `progress` settings in {}",
+                req.spec.origin
+            ))
+        }
+        (StopReason::NoProgress, None) => TrialError::NoEstimate(format!(
             "no progress from the workload for {:.0} s after {steps} steps; check its `progress` settings in {}",
             req.no_progress_timeout.as_secs_f64(),
             req.spec.origin
         )),
-        StopReason::MaxDuration => TrialError::TooFewSteps { steps, duration_s },
-        _ => TrialError::NoEstimate(format!(
+        (StopReason::MaxDuration, None) => TrialError::TooFewSteps { steps, duration_s },
+        (stop_reason, _) => TrialError::NoEstimate(format!(
             "only {steps} steps in {duration_s:.1} s ({stop_reason}), too few to estimate throughput"
         )),
     })?;
@@ -843,6 +875,20 @@ fn observe(
         disturbance,
         epochs,
         malformed,
+        probe: probe_report,
+    })
+}
+
+/// Why a probed script gave no steps, when the probe can tell: it never saw PyTorch, or it saw PyTorch
+/// but no DataLoader batch (the probe counts only those).
+fn probe_hint(req: &TrialRequest, tally: &Tally) -> Option<String> {
+    req.spec.probe?;
+    if tally.steps > 0 {
+        return None;
+    }
+    Some(match &tally.probe {
+        Some(p) if p.torch == Some(true) => "; the PyTorch probe saw the script load torch's data loading but iterate no `torch.utils.data.DataLoader`, and it counts only DataLoader batches: measure such a script through a spec whose `progress` pattern reads its own log (docs/workload-spec.md)".to_string(),
+        _ => "; the PyTorch probe saw no import of `torch.utils.data`: either the script uses no PyTorch DataLoader (the probe counts only DataLoader batches: measure it through a spec whose `progress` pattern reads its own log, docs/workload-spec.md), or its Python does not read a `sitecustomize` from PYTHONPATH (`python -S` and `-I` do not)".to_string(),
     })
 }
 

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.1` (docs/profile-format.md): types, a reader that
+//! The profile file, schema `synergy-profile/1.2` (docs/profile-format.md): types, a reader that
 //! validates and names the field at fault (and still reads `synergy-profile/1`), an atomic writer, and
 //! the long-format CSV export.
 
@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.1";
-/// Every schema this build reads: 1.1 only adds fields (the miss cost, the calibrated hit curve,
-/// disturbed trials), so a 1.0 file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 2] = ["synergy-profile/1", SCHEMA];
+pub const SCHEMA: &str = "synergy-profile/1.2";
+/// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
+/// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
+/// apply), so an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 3] = ["synergy-profile/1", "synergy-profile/1.1", SCHEMA];
 
 /// A workload's profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,6 +83,13 @@ pub struct WorkloadInfo {
     /// Dataset size and shape, when measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset: Option<DatasetInfo>,
+    /// Why the memory axis does not apply, when it does not (a workload whose data are not files on
+    /// disk): the matrix then has one memory column, the footprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_memory_axis: Option<String>,
+    /// What the zero-change probe saw of the script (batch size, workers, dataset, device, parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<crate::workload::probe::ProbeReport>,
 }
 
 /// The dataset a profile was measured on.
@@ -169,6 +177,8 @@ impl SpeedCheck {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TrialRole {
+    /// A probed script's first run, as it is, to find its dataset and batch size.
+    Discovery,
     /// Synthetic input: the accelerator's rate G.
     Synthetic,
     /// Dataset cached, one CPU count: min(G, P(c)).
@@ -218,6 +228,25 @@ pub struct FittedModel {
     /// How the page-cache column was calibrated (absent for application caches and before 1.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hit_curve: Option<HitCurveFit>,
+    /// How G was told apart from the CPU curve (absent before 1.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<AcceleratorFit>,
+}
+
+/// The accelerator's rate G against what the cached CPU sweep measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceleratorFit {
+    /// What the synthetic trial measured, samples per second.
+    pub synthetic_samples_per_s: f64,
+    /// The most any cached CPU trial measured, samples per second; G is never below it.
+    pub cached_best_samples_per_s: f64,
+    /// Whether the synthetic trial told G apart: clearly faster than the cached trial at the most cores,
+    /// or level with a cached curve that had flattened there (the pipeline was already waiting on the
+    /// accelerator). Otherwise G is only known to be at least what was measured.
+    pub separated: bool,
+    /// Why, in words.
+    pub because: String,
 }
 
 /// The page-cache hit curve fitted to calibration trials: LRU plus a share of the gap to a fixed subset.
@@ -870,6 +899,8 @@ mod tests {
                 iter_time_s: Some(0.5),
                 class: Some("image".into()),
                 dataset: None,
+                no_memory_axis: None,
+                probe: None,
             },
             host: None,
             created: None,

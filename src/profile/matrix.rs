@@ -26,10 +26,13 @@ pub fn auto_cpu_axis(cores: f64) -> Vec<f64> {
 
 /// Default memory axis: the footprint plus 0, 25, 50, 75 and 100% of the dataset as cache, GiB.
 pub fn auto_memory_axis(footprint_bytes: u64, dataset_bytes: u64) -> Vec<f64> {
-    [0.0, 0.25, 0.5, 0.75, 1.0]
+    let mut axis: Vec<f64> = [0.0, 0.25, 0.5, 0.75, 1.0]
         .iter()
         .map(|f| ((footprint_bytes as f64 + f * dataset_bytes as f64) / GIB * 1e4).round() / 1e4)
-        .collect()
+        .collect();
+    // Without a dataset (or one too small to show at this precision) the columns coincide: one remains.
+    axis.dedup();
+    axis
 }
 
 /// Builds the matrix, per-GPU view and demand of a workload with `gpus` GPUs.
@@ -166,6 +169,7 @@ mod tests {
                 },
             ],
             hit_curve: None,
+            accelerator: None,
         }
     }
 
@@ -268,6 +272,7 @@ mod tests {
                 },
                 hit_ratios: rows,
                 hit_curve: None,
+                accelerator: None,
             };
             let cpus = auto_cpu_axis(rng.random_range(2.0..32.0));
             let mem = auto_memory_axis(1 << 29, d);

@@ -1,9 +1,12 @@
 //! Optimistic profiling (DS-Analyzer's differential measurement, improved). The plan runs in stages, each
 //! its own function below, in the order a profile tells its story:
 //!
+//! 0. [`discover`]: for a probed script whose dataset is not named, one run as it is, for the dataset's
+//!    directory the probe sees (without one, the memory axis does not apply);
 //! 1. [`cpu_sweep`]: the CPU axis with the dataset cached, bisecting towards where throughput changes
 //!    and skipping every point its measured neighbours already bound;
-//! 2. [`accelerator`]: one synthetic trial for the accelerator's rate G;
+//! 2. [`accelerator`]: one synthetic trial for the accelerator's rate G, told apart from the CPU curve
+//!    or said not to be (G is never below a measured point);
 //! 3. [`cold_fetch`]: one cold trial for the storage rate and the CPU a miss costs, and a timed read of
 //!    evicted files for how long a miss blocks a loader;
 //! 4. [`calibrate`]: for page-cache workloads, memory-limited trials that place the kernel's hit curve
@@ -16,9 +19,9 @@
 //! so `--resume` continues an interrupted profile without measuring anything twice.
 
 use super::file::{
-    CalibrationPoint, DatasetInfo, ErrorSummary, FittedModel, HitCurveFit, HitRatioRow, HostInfo,
-    Profile, ProfileError, ProfileTrial, ServerShape, SpeedCheck, TrialRole, ValidationPoint,
-    WorkloadInfo, SCHEMA,
+    AcceleratorFit, CalibrationPoint, DatasetInfo, ErrorSummary, FittedModel, HitCurveFit,
+    HitRatioRow, HostInfo, Profile, ProfileError, ProfileTrial, ServerShape, SpeedCheck, TrialRole,
+    ValidationPoint, WorkloadInfo, SCHEMA,
 };
 use super::matrix;
 use crate::cancel::Cancel;
@@ -26,13 +29,16 @@ use crate::error::InputError;
 use crate::isolate::{pagecache, IsolationKind};
 use crate::measure::contention::{HostReading, SLOW_CORE};
 use crate::measure::hostspeed::{cpu_calibration, CpuCalibration};
-use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
+use crate::measure::{
+    self, CacheState, Estimate, EstimatorConfig, TrialError, TrialRequest, TrialResult,
+};
 use crate::stall::{
     between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, CostPoint, CpuCurve,
     CpuPoint, FetchModel, FootprintPoint, HitModel, LruSim, MissCost, StallModel,
 };
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::dataset::{self, DatasetFiles};
+use crate::workload::probe::ProbeReport;
 use crate::workload::spec::CacheKind;
 use crate::workload::WorkloadSpec;
 use indicatif::ProgressBar;
@@ -48,11 +54,20 @@ const CONSTRAINED_PRECISION: f64 = 0.04;
 const SLOW_TRIAL_MAX_S: f64 = 120.0;
 /// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
 const HIT_CURVE_FAMILY: &str = "lru-to-fixed-subset";
-/// Added to a measured peak to make the footprint, bytes. A peak is one run's: another run at other
-/// cores can need a little more (a few more loader threads' stacks and buffers), and a limit at the
-/// bare peak then gets the workload OOM-killed (seen: `text` needs 5.5 MiB at 1.25 cores, whose
-/// interpolated peak was 5.3 MB); a few MiB against datasets of hundreds keeps the axis honest.
+/// Added to a measured peak to make the footprint, bytes, or [`FOOTPRINT_SLACK_SHARE`] of the peak when
+/// that is more. A peak is one run's: another run at other cores can need a little more (a few more
+/// loader threads' stacks and buffers), and a limit at the bare peak then gets the workload OOM-killed
+/// (seen: `text` needs 5.5 MiB at 1.25 cores, whose interpolated peak was 5.3 MB); a few MiB against
+/// datasets of hundreds keeps the axis honest.
 const FOOTPRINT_SLACK_BYTES: u64 = 8 << 20;
+/// The slack of a large process, as a share of its peak: a Python training process of a gigabyte
+/// varies by tens of MiB from run to run (its allocator, its loader workers' start-up).
+const FOOTPRINT_SLACK_SHARE: f64 = 0.05;
+
+/// A footprint from a measured peak, bytes (see [`FOOTPRINT_SLACK_BYTES`]).
+fn footprint_of_peak(peak: u64) -> u64 {
+    peak + FOOTPRINT_SLACK_BYTES.max((peak as f64 * FOOTPRINT_SLACK_SHARE) as u64)
+}
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 /// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
@@ -335,6 +350,7 @@ impl Runner<'_> {
 
 fn role_name(role: TrialRole) -> &'static str {
     match role {
+        TrialRole::Discovery => "discovery",
         TrialRole::Synthetic => "synthetic",
         TrialRole::Cpu => "cpu",
         TrialRole::Fetch => "fetch",
@@ -436,6 +452,48 @@ fn cpu_s_per_sample(r: &TrialResult) -> Option<f64> {
     (r.throughput.samples_per_s > 0.0).then(|| used / r.throughput.samples_per_s)
 }
 
+/// Stage 0: a probed script whose dataset the spec does not name runs once as it is, at the most cores,
+/// and what the probe sees of it (the directory its dataset's files are in) becomes its dataset. Returns
+/// the spec the rest of the plan runs, and why the memory axis does not apply when no dataset is known.
+fn discover(
+    run: &mut Runner,
+    spec: &WorkloadSpec,
+    c_max: f64,
+) -> Result<(WorkloadSpec, Option<String>), ProfileRunError> {
+    let mut spec = spec.clone();
+    if spec.dataset.is_some() {
+        return Ok((spec, None));
+    }
+    if spec.probe.is_none() {
+        return Ok((
+            spec,
+            Some("the workload names no dataset, so memory only has to hold its footprint".into()),
+        ));
+    }
+    let first = run.trial(TrialRole::Discovery, None, base_request(&spec, c_max))?;
+    let seen = first.probe.unwrap_or_default();
+    match &seen.dataset_root {
+        Some(root) => {
+            spec.set_dataset_dir(root).map_err(|why| {
+                InputError::new(
+                    &spec.origin,
+                    format!("the probe saw the dataset in {}, but {why}", root.display()),
+                )
+            })?;
+            Ok((spec, None))
+        }
+        None => Ok((
+            spec,
+            Some(format!(
+                "the probe saw {} but no directory of files on disk, so memory only has to hold the footprint; if the script reads files, name their directory (--dataset)",
+                seen.dataset_class
+                    .as_deref()
+                    .map_or("no dataset".to_string(), |c| format!("a {c} dataset"))
+            )),
+        )),
+    }
+}
+
 /// Stage 1: min(G, P(c)) with the dataset cached. It starts at the most cores and the fewest, then
 /// bisects every interval whose ends differ by more than the tolerance: where the curve is flat (past
 /// the knee, or between equal points) monotonicity bounds every point in between.
@@ -499,14 +557,14 @@ fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileRunError> {
             .into_iter()
             .map(|(cpus, b)| FootprintPoint {
                 cpus,
-                bytes: b as u64 + FOOTPRINT_SLACK_BYTES,
+                bytes: footprint_of_peak(b as u64),
             })
             .collect(),
         footprint: trials
             .iter()
             .filter_map(|t| t.telemetry.memory_peak_bytes)
             .max()
-            .map(|b| b + FOOTPRINT_SLACK_BYTES),
+            .map(footprint_of_peak),
         first: trials
             .first()
             .map(|t| (*t).clone())
@@ -514,14 +572,95 @@ fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileRunError> {
     })
 }
 
-/// Stage 2: the accelerator alone, fed synthetic batches.
-fn accelerator(run: &mut Runner, plan: &Plan) -> Result<f64, ProfileRunError> {
+/// Stage 2: the accelerator alone, fed synthetic batches (a probed script's first batches replayed),
+/// against the cached CPU sweep: the G the model uses, and whether the trial told it apart.
+fn accelerator(
+    run: &mut Runner,
+    plan: &Plan,
+    sweep: &Sweep,
+) -> Result<AcceleratorFit, ProfileRunError> {
     let mut synth = base_request(plan.spec, plan.c_max());
     synth.synthetic = true;
-    Ok(run
-        .trial(TrialRole::Synthetic, None, synth)?
-        .throughput
-        .samples_per_s)
+    let t = run.trial(TrialRole::Synthetic, None, synth)?;
+    let replayed = t.probe.as_ref().is_some_and(|p| p.replay.is_some());
+    let cached: Vec<&Estimate> = run
+        .trials(TrialRole::Cpu)
+        .map(|t| &t.result.throughput)
+        .collect();
+    let at_max = run
+        .trials(TrialRole::Cpu)
+        .filter(|t| t.result.allocation.cpus.0 == plan.c_max())
+        .map(|t| t.result.throughput)
+        .last()
+        .expect("the sweep measures the most cores");
+    let best = cached.iter().map(|e| e.samples_per_s).fold(0.0, f64::max);
+    Ok(separate_accelerator(
+        &t.throughput,
+        &at_max,
+        plan.c_max(),
+        sweep.curve.points(),
+        best,
+        plan.req.refine_tolerance,
+        replayed,
+    ))
+}
+
+/// Whether a synthetic trial's rate is G: clearly above the cached rate at the most cores (their 95%
+/// intervals apart), or level with it where the cached curve has already flattened (its point below the
+/// most cores within `flat` of it). Otherwise the synthetic input may not have replaced loading, and G
+/// is only known to be at least the best cached rate: the model then uses that, so the matrix is never
+/// capped below a measured point.
+fn separate_accelerator(
+    synth: &Estimate,
+    at_max: &Estimate,
+    c_max: f64,
+    curve: &[CpuPoint],
+    best_cached: f64,
+    flat: f64,
+    replayed: bool,
+) -> AcceleratorFit {
+    let g = synth.samples_per_s;
+    let t = at_max.samples_per_s;
+    let apart = g - synth.ci95_half_width > t + at_max.ci95_half_width;
+    let below = curve.iter().rev().find(|p| p.cpus < c_max);
+    let level = (g - t).abs() <= synth.ci95_half_width + at_max.ci95_half_width + flat * t;
+    let flattened = below.filter(|p| (t - p.samples_per_s).abs() <= flat * t);
+    let how = if replayed {
+        " (the probe replayed the script's first batches)"
+    } else {
+        ""
+    };
+    let (separated, because) = if apart {
+        (
+            true,
+            format!(
+                "the synthetic trial{how}, {g:.1} ± {:.1} samples/s, is clearly above the cached {t:.1} ± {:.1} at {c_max} cores",
+                synth.ci95_half_width, at_max.ci95_half_width
+            ),
+        )
+    } else if let (true, Some(p)) = (level, flattened) {
+        (
+            true,
+            format!(
+                "the synthetic trial{how}, {g:.1} samples/s, is level with the cached {t:.1} at {c_max} cores, where the CPU curve has flattened ({:.1} at {} cores): the pipeline already waits on the accelerator there",
+                p.samples_per_s, p.cpus
+            ),
+        )
+    } else {
+        (
+            false,
+            format!(
+                "G could not be separated: the synthetic trial{how}, {g:.1} ± {:.1} samples/s, is not clearly above the cached {t:.1} ± {:.1} at {c_max} cores while the CPU curve has not flattened there, so its input may not have replaced loading (a script that ignores SYNERGY_SYNTHETIC, run without the probe); G is taken as at least the best cached rate, {best_cached:.1}",
+                synth.ci95_half_width, at_max.ci95_half_width
+            ),
+        )
+    };
+    AcceleratorFit {
+        synthetic_samples_per_s: g,
+        cached_best_samples_per_s: best_cached,
+        separated,
+        because,
+    }
 }
 
 /// The dataset's files and what the cache models need of them.
@@ -861,6 +1000,28 @@ fn spec_floor(spec: &WorkloadSpec) -> u64 {
     spec.footprint.map_or(0, |b| b.0)
 }
 
+/// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
+/// the accelerator (at least [`CPU_BOUND`] of G) its loaders idle between batches, and the CPU time per
+/// sample counts their wake-ups as well as work: there a sample costs what it cost at the most cores
+/// that were still CPU-bound, or less if measured so (docs/profile-format.md). Seen: image at 1.5 cores
+/// measured 2.84 ms against 2.38 at 1 core, which made a memory limit look binding at 1.5 cores where
+/// the grid measured the accelerator's rate.
+fn work_cost(sweep: &Sweep, g: f64) -> Vec<CostPoint> {
+    let cpu_bound = |cpus: f64| sweep.curve.at(cpus) < CPU_BOUND * g;
+    let busiest = sweep.cost.iter().rev().find(|p| cpu_bound(p.cpus)).copied();
+    sweep
+        .cost
+        .iter()
+        .map(|p| match busiest {
+            Some(b) if !cpu_bound(p.cpus) => CostPoint {
+                cpus: p.cpus,
+                cpu_s_per_sample: p.cpu_s_per_sample.min(b.cpu_s_per_sample),
+            },
+            _ => *p,
+        })
+        .collect()
+}
+
 /// Stage 5: the model. At the calibration's cores: what a binding memory limit costs every sample is the
 /// cold trial's fully cached epoch against the sweep's cached (unlimited) trial; what a miss costs is the
 /// least-squares slope of CPU-seconds per sample against the miss ratio over the cold epoch and the
@@ -888,7 +1049,7 @@ fn fit(
             .iter()
             .fold((0.0, 0.0), |(n, d), (m, y)| (n + m * y, d + m * m));
         MissCost {
-            cpu_s_per_sample: sweep.cost.clone(),
+            cpu_s_per_sample: work_cost(sweep, g),
             cpu_s_per_miss: if den > 1e-9 {
                 (num / den).max(0.0)
             } else {
@@ -934,6 +1095,7 @@ fn fit(
         },
         hit_ratios,
         hit_curve: calibration.fit.clone(),
+        accelerator: None,
     }
 }
 
@@ -988,7 +1150,6 @@ pub fn run_profile(
     bar: &ProgressBar,
     cancel: &Cancel,
 ) -> Result<Profile, ProfileRunError> {
-    let spec = &req.spec;
     let host_cores = measure::trial::host_cores().len() as f64;
     let cpu_axis = match &req.cpus {
         Some(v) => v.clone(),
@@ -1005,20 +1166,11 @@ pub fn run_profile(
     if let Some(m) = &req.memory_gib {
         check_axis("--mem", m)?;
     }
-    let plan = Plan {
-        req,
-        spec,
-        cpu_axis,
-        host_cores,
-        hit_model: match spec.cache {
-            CacheKind::App => HitModel::Minio,
-            CacheKind::PageCache => HitModel::PageCache,
-        },
-    };
+    let c_max = *cpu_axis.last().expect("checked non-empty");
     // The profile's cores are held for the whole run, so no other synergy process takes them between
     // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
     let lease =
-        crate::isolate::ledger::claim(Cores(plan.c_max()).threads(), &measure::trial::host_cores())
+        crate::isolate::ledger::claim(Cores(c_max).threads(), &measure::trial::host_cores())
             .map_err(|e| TrialError::Isolate(e.into()))?;
     let journal_path = req.out.with_extension("trials.jsonl");
     let mut run = Runner {
@@ -1029,16 +1181,34 @@ pub fn run_profile(
         warnings: Vec::new(),
         speed: Speed::new(lease.cores().first().copied()),
     };
-    let n_grid = plan.cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
+    let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(
-        (3 + plan.cpu_axis.len() / 2
+        (3 + cpu_axis.len() / 2
             + CALIBRATION_FRACTIONS.len()
             + req.validate
             + if req.exhaustive { n_grid } else { 0 }) as u64,
     );
 
+    let (spec, no_memory_axis) = discover(&mut run, &req.spec, c_max)?;
+    let plan = Plan {
+        req,
+        spec: &spec,
+        cpu_axis,
+        host_cores,
+        hit_model: match spec.cache {
+            CacheKind::App => HitModel::Minio,
+            CacheKind::PageCache => HitModel::PageCache,
+        },
+    };
+
     let sweep = cpu_sweep(&mut run, &plan)?;
-    let g = accelerator(&mut run, &plan)?;
+    let accel = accelerator(&mut run, &plan, &sweep)?;
+    if !accel.separated {
+        run.warnings.push(accel.because.clone());
+    }
+    let g = accel
+        .synthetic_samples_per_s
+        .max(accel.cached_best_samples_per_s);
     let mut data = Data::of(&sweep.first)?;
     let cores = calibration_cores(&plan, &sweep, g);
     let (fetch, calibration) = match data.as_mut() {
@@ -1057,7 +1227,8 @@ pub fn run_profile(
     };
     let fetch = fetch.unwrap_or_else(|| Fetch::unmeasured(cores, 0.0));
     let has_data = data.is_some();
-    let model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
+    let mut model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
+    model.accelerator = Some(accel);
 
     let memory_axis = req.memory_gib.clone().unwrap_or_else(|| {
         matrix::auto_memory_axis(model.stall.footprint_bytes, model.stall.dataset_bytes)
@@ -1100,6 +1271,21 @@ pub fn run_profile(
     }
     let first = &sweep.first;
     let ds = &first.dataset;
+    // What the probe saw of the script as it runs (synthetic trials replay, so they are left out).
+    let probe = run
+        .journal
+        .order
+        .iter()
+        .filter(|t| matches!(t.role, TrialRole::Discovery | TrialRole::Cpu))
+        .filter_map(|t| t.result.probe.clone())
+        .reduce(|mut a: ProbeReport, b| {
+            a.merge(b);
+            a
+        });
+    let batch_size = probe
+        .as_ref()
+        .and_then(|p| p.batch_size)
+        .unwrap_or(spec.batch_size);
     let profile = Profile {
         schema: SCHEMA.into(),
         source: format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
@@ -1107,14 +1293,14 @@ pub fn run_profile(
             name: spec.name.clone(),
             spec: Some(spec.origin.clone()),
             description: spec.description.clone(),
-            batch_size: spec.batch_size,
+            batch_size,
             gpus,
             hit_model: plan.hit_model,
             iter_time_s: m
                 .proportional
                 .samples_per_s
                 .filter(|t| *t > 0.0)
-                .map(|t| spec.batch_size as f64 / t),
+                .map(|t| batch_size as f64 / t),
             class: None,
             dataset: ds.as_ref().map(|d| DatasetInfo {
                 path: d.path.display().to_string(),
@@ -1122,6 +1308,8 @@ pub fn run_profile(
                 bytes: d.bytes,
                 mean_item_bytes: d.mean_file_bytes,
             }),
+            no_memory_axis: if has_data { None } else { no_memory_axis },
+            probe,
         },
         host: Some(HostInfo {
             hostname: nix::unistd::gethostname()
@@ -1280,6 +1468,94 @@ mod tests {
         assert!(distinct_cpus.len() >= 3, "{pts:?}");
         assert_eq!(held_out(&cpus, &mem, 100).len(), 8);
         assert!(held_out(&cpus, &mem, 0).is_empty());
+    }
+
+    fn est(samples_per_s: f64, ci95_half_width: f64) -> Estimate {
+        Estimate {
+            samples_per_s,
+            ci95_half_width,
+            measured_steps: 100,
+            measured_s: 10.0,
+            warmup_s: 1.0,
+            window_start_s: 1.0,
+            whole_epochs: 0,
+        }
+    }
+
+    fn curve(points: &[(f64, f64)]) -> Vec<CpuPoint> {
+        points
+            .iter()
+            .map(|&(cpus, samples_per_s)| CpuPoint {
+                cpus,
+                samples_per_s,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn g_is_told_apart_only_when_the_synthetic_trial_shows_it() {
+        // Clearly faster than the cached trial at the most cores.
+        let rising = curve(&[(1.0, 50.0), (2.0, 80.0)]);
+        let a = separate_accelerator(
+            &est(100.0, 2.0),
+            &est(80.0, 2.0),
+            2.0,
+            &rising,
+            80.0,
+            0.04,
+            true,
+        );
+        assert!(a.separated, "{}", a.because);
+        assert!(a.because.contains("replayed"), "{}", a.because);
+        // Level with it where the curve has flattened: the pipeline waits on the accelerator.
+        let flat = curve(&[(1.0, 400.0), (1.5, 474.0), (2.0, 474.2)]);
+        let a = separate_accelerator(
+            &est(474.2, 3.0),
+            &est(474.2, 3.0),
+            2.0,
+            &flat,
+            474.8,
+            0.04,
+            false,
+        );
+        assert!(a.separated, "{}", a.because);
+        assert!(a.because.contains("flattened"), "{}", a.because);
+        // Below it while the curve still rises: a synthetic mode the script ignored.
+        let a = separate_accelerator(
+            &est(13.8, 0.3),
+            &est(16.0, 0.3),
+            2.0,
+            &rising,
+            16.0,
+            0.04,
+            false,
+        );
+        assert!(!a.separated);
+        assert!(
+            a.because.contains("could not be separated"),
+            "{}",
+            a.because
+        );
+        assert_eq!(a.cached_best_samples_per_s, 16.0);
+        // One swept point says nothing about flattening.
+        let one = curve(&[(2.0, 80.0)]);
+        let a = separate_accelerator(
+            &est(81.0, 2.0),
+            &est(80.0, 2.0),
+            2.0,
+            &one,
+            80.0,
+            0.04,
+            true,
+        );
+        assert!(!a.separated, "{}", a.because);
+    }
+
+    #[test]
+    fn the_footprint_slack_grows_with_a_large_process() {
+        assert_eq!(footprint_of_peak(40 << 20), 48 << 20);
+        let gib = 1u64 << 30;
+        assert_eq!(footprint_of_peak(gib), gib + gib / 20);
     }
 
     #[test]

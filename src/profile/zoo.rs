@@ -1,4 +1,4 @@
-//! Converts the Synergy artifact's published model zoo (per-model sensitivity matrices, DESIGN.md 5.5) into
+//! Converts the Synergy artifact's published model zoo (per-model sensitivity matrices, docs/architecture.md §5.5) into
 //! `synergy-profile/1` files, so the simulator reads published and measured models the same way.
 
 use crate::error::InputError;
@@ -132,6 +132,8 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
                 iter_time_s: Some(m.iter_time_s_at_proportional),
                 class: Some(m.task.clone()),
                 dataset: None,
+                no_memory_axis: None,
+                probe: None,
             },
             host: None,
             created: None,

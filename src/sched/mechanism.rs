@@ -1,4 +1,4 @@
-//! The allocation mechanisms of DESIGN.md 5.4 that need no solver: GPU-proportional, greedy best-case
+//! The allocation mechanisms of docs/architecture.md §5.4 that need no solver: GPU-proportional, greedy best-case
 //! demand, and Synergy-TUNE.
 
 use super::place::{best_share, commit, find, place_with_demotion, speeds, Share};

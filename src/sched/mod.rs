@@ -1,5 +1,5 @@
 //! Scheduling seams: a [`Policy`] orders jobs each round, a [`Mechanism`] gives the runnable ones GPUs,
-//! cores and memory on servers (DESIGN.md 5.3 and 5.4).
+//! cores and memory on servers (docs/architecture.md §5.3 and 5.4).
 
 pub mod mechanism;
 pub mod opt;
@@ -56,7 +56,7 @@ impl JobState {
 }
 
 /// Waiting longer than this (1000 h) since a job last ran (or arrived) puts it ahead under SRTF, LAS and
-/// FTF (DESIGN.md 5.2).
+/// FTF (docs/architecture.md §5.3).
 pub const STARVATION_S: f64 = 1000.0 * 3600.0;
 
 /// Orders jobs: the runnable set is taken in this order while GPU counts fit.
@@ -159,7 +159,7 @@ pub fn policy_order(policy: &dyn Policy, jobs: &mut [JobState], now_s: f64) -> V
     keyed.into_iter().map(|k| k.4).collect()
 }
 
-/// The runnable set (DESIGN.md 5.3): jobs taken in `order` while their GPU counts fit `total_gpus`.
+/// The runnable set (docs/architecture.md §5.3): jobs taken in `order` while their GPU counts fit `total_gpus`.
 pub fn runnable_set(jobs: &[JobState], order: &[usize], total_gpus: u64) -> Vec<usize> {
     let mut free = total_gpus;
     let mut out = Vec::new();

@@ -1,4 +1,4 @@
-//! The optimization upper bound (DESIGN.md 5.4, "opt"): choose one (cores, memory) grid configuration per
+//! The optimization upper bound (docs/architecture.md §5.4, "opt"): choose one (cores, memory) grid configuration per
 //! runnable job to maximize total normalized throughput under the cluster's core and memory capacity, no
 //! job below its GPU-proportional speed; then place jobs integrally with tune's steps.
 //!

@@ -32,7 +32,7 @@ pub fn need(spec: &ServerSpec, gpus: u32, share: Share) -> (f64, f64) {
     }
 }
 
-/// A job's best-case demand per GPU, capped so that the whole job fits one server (DESIGN.md 5.4).
+/// A job's best-case demand per GPU, capped so that the whole job fits one server (docs/architecture.md §5.4).
 pub fn best_share(catalog: &Catalog, state: &ClusterState, req: &Request) -> Share {
     let m = catalog.get(req.model as usize);
     let widest = state.widest_server();

@@ -1,4 +1,4 @@
-//! The four job orders of DESIGN.md 5.3: FIFO, SRTF, LAS and finish-time fairness.
+//! The four job orders of docs/architecture.md §5.3: FIFO, SRTF, LAS and finish-time fairness.
 
 use super::{JobState, Policy};
 

@@ -1,4 +1,4 @@
-//! The round loop (DESIGN.md 5.1): every 300 s the policy orders the active jobs, the runnable set takes
+//! The round loop (docs/architecture.md §5.1): every 300 s the policy orders the active jobs, the runnable set takes
 //! them in that order while their GPU counts fit, the mechanism allocates from scratch, and each running
 //! job advances floor(300 / (iter_time / speed)) iterations. Per-round work is proportional to the active
 //! jobs only: finished jobs leave the active list at once.

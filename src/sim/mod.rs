@@ -1,4 +1,4 @@
-//! The cluster simulator (DESIGN.md 5): job models from profile files, the cluster model, traces (CSV or
+//! The cluster simulator (docs/architecture.md §5): job models from profile files, the cluster model, traces (CSV or
 //! generated), the round loop driving a [`Policy`](crate::sched::Policy) and a
 //! [`Mechanism`](crate::sched::Mechanism), metrics and their outputs, and parallel sweeps.
 

@@ -1,5 +1,5 @@
 //! Job traces: the artifact's CSV form (`id,model,arrival_s,iters,gpus`) and the Philly-derived generator
-//! of DESIGN.md 5.2 (Poisson arrivals, two-mode durations, class split, round-robin models), drawn as the
+//! of docs/architecture.md §5.2 (Poisson arrivals, two-mode durations, class split, round-robin models), drawn as the
 //! reference simulator draws it.
 
 use crate::error::InputError;
@@ -180,7 +180,7 @@ pub struct GenConfig {
     pub jobs: Option<u64>,
 }
 
-/// The model rotation of each class (DESIGN.md 5.2), in the order image, language, speech.
+/// The model rotation of each class (docs/architecture.md §5.2), in the order image, language, speech.
 pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
     (
         "image",

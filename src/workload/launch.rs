@@ -1,4 +1,4 @@
-//! Starting a workload command under the launch contract (DESIGN.md 3.1), inside an isolation domain,
+//! Starting a workload command under the launch contract (docs/architecture.md §3.1), inside an isolation domain,
 //! and stopping it again with everything it started.
 
 use super::probe::ProbeDir;

@@ -10,7 +10,7 @@ pub mod spec;
 
 pub use spec::WorkloadSpec;
 
-/// Environment variables of the launch contract (DESIGN.md 3.1).
+/// Environment variables of the launch contract (docs/architecture.md §3.1).
 pub mod env {
     /// CPU cores granted (may be fractional).
     pub const CPUS: &str = "SYNERGY_CPUS";

@@ -112,7 +112,7 @@ fn one_u64() -> u64 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum ProgressSpec {
-    /// JSON lines on the pipe named by `SYNERGY_PROGRESS_FD` (DESIGN.md 3.1).
+    /// JSON lines on the pipe named by `SYNERGY_PROGRESS_FD` (docs/architecture.md §3.2).
     #[default]
     Pipe,
     /// A regular expression over the workload's output. It must have one named group: `samples` (samples
@@ -376,6 +376,30 @@ impl WorkloadSpec {
         if let Some(ds) = &self.dataset {
             Placeholders::base(self).expand(&ds.path, o, "dataset.path")?;
         }
+        Ok(())
+    }
+
+    /// Makes `dir` (an existing directory, of files) this workload's dataset, replacing the spec's own:
+    /// a dataset found by a probe, or named on the command line. Returns why not, in words.
+    pub fn set_dataset_dir(&mut self, dir: &Path) -> Result<(), String> {
+        let abs = if dir.is_absolute() {
+            dir.to_path_buf()
+        } else {
+            self.base_dir.join(dir)
+        };
+        if !abs.is_dir() {
+            return Err(format!("`{}` is not a directory", abs.display()));
+        }
+        // Braces in a path are the path's, not placeholders.
+        let path = abs
+            .display()
+            .to_string()
+            .replace('{', "{{")
+            .replace('}', "}}");
+        self.dataset = Some(DatasetSpec {
+            path,
+            generate: None,
+        });
         Ok(())
     }
 

@@ -49,9 +49,9 @@ pub fn assert_input_error(args: &[&str], must_mention: &[&str]) {
 
 /// Runs `synergy measure ... --json`, asserting success; returns the parsed result.
 pub fn measure(args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["measure"];
+    // `--json` goes first: a command to measure may follow `--` at the end.
+    let mut all = vec!["measure", "--json"];
     all.extend_from_slice(args);
-    all.push("--json");
     let out = run(&all);
     assert!(
         out.status.success(),

@@ -1,4 +1,4 @@
-"""The launch contract for PyTorch training scripts (Synergy DESIGN.md 3.1), shared by the scripts here.
+"""The launch contract for PyTorch training scripts (docs/architecture.md §3.1), shared by the scripts here.
 
 One job: turn the environment synergy sets (SYNERGY_CPUS, SYNERGY_CACHE_BYTES, SYNERGY_SYNTHETIC,
 SYNERGY_PROGRESS_FD) into a DataLoader, an application cache, a device and a training loop that reports

@@ -1,14 +1,23 @@
 """Synergy's zero-change PyTorch probe (shipped inside the synergy binary, written to a temporary directory
 and put first on PYTHONPATH by `synergy measure/profile --probe pytorch`).
 
-It measures a training script nobody changed for Synergy: when `torch.utils.data.dataloader` is imported,
-every batch a DataLoader iterator hands to the script is counted (its size is dim 0 of the first tensor in
-the batch) and reported as one progress line on SYNERGY_PROGRESS_FD: {"samples": N, "epoch": E}, where E
-counts the iterators made from that DataLoader. With SYNERGY_PROBE_SET_WORKERS=1 it also sets every
-DataLoader's num_workers to ceil(SYNERGY_CPUS).
+It measures a training script nobody changed for Synergy (docs/pytorch.md, "The zero-change probe"):
 
-torch is not imported here: the hook waits for the script to import it. Any sitecustomize that this one
-shadows still runs, after the hook is installed.
+- Progress: every batch a DataLoader iterator hands to the script is counted (its size is dim 0 of the
+  first tensor in the batch) and reported as one line on SYNERGY_PROGRESS_FD:
+  {"samples": N, "epoch": E, "t": T}, where E counts the iterators made from that DataLoader.
+- What it can see: one {"probe": {...}} line when its hook runs (the script imported torch), and one at the
+  first batch with the loader's batch size and workers, the dataset's class, length and root directory
+  (torchvision's DatasetFolder/ImageFolder and other datasets with a `root` on disk, under Subset and
+  ConcatDataset wrappers), and the device and parameter count of the largest optimizer the script made.
+- Synthetic mode (SYNERGY_SYNTHETIC=1): each DataLoader's first batches are kept (moved to the device of
+  the script's parameters when that is not the CPU, so the script's own `.to(device)` is a no-op) and
+  replayed for the rest of the run, epochs keeping their length: loading and preprocessing drop out and
+  the run measures how fast the model ingests batches. A {"probe": {"replay": ...}} line says so.
+- With SYNERGY_PROBE_SET_WORKERS=1 every DataLoader's num_workers is set to ceil(SYNERGY_CPUS).
+
+torch is not imported here: the hooks wait for the script to import it. Any sitecustomize that this one
+shadows still runs, after the hooks are installed.
 """
 
 import importlib.abc
@@ -21,8 +30,16 @@ import sys
 import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_TARGET = "torch.utils.data.dataloader"
 _T0 = time.monotonic()
+_SYNTHETIC = os.environ.get("SYNERGY_SYNTHETIC") == "1"
+# Batches a synthetic run keeps from each DataLoader and then replays: enough that a model sees more
+# than one batch's worth of distinct inputs, few enough to hold on any device; and at most this many
+# bytes of tensors (one batch at least), so large batches do not fill the host's memory.
+_REPLAY_BATCHES = 8
+_REPLAY_BYTES = 512 << 20
+# The largest parameter set an optimizer was made for: the model being trained.
+_MODEL = {"parameters": 0, "device": None}
+_REPORTED = {"first_batch": False}
 
 
 def _progress_fd():
@@ -31,6 +48,18 @@ def _progress_fd():
         return int(v) if v else None
     except ValueError:
         return None
+
+
+_FD = _progress_fd()
+
+
+def _send(obj):
+    if _FD is None:
+        return
+    try:
+        os.write(_FD, (json.dumps(obj) + "\n").encode())
+    except OSError:
+        pass
 
 
 def _batch_size(batch):
@@ -48,38 +77,189 @@ def _batch_size(batch):
     return len(batch) if isinstance(batch, (list, tuple)) else 1
 
 
-def _patch(mod):
-    fd = _progress_fd()
+def _innermost(dataset):
+    """The dataset under Subset-like (`.dataset`) and ConcatDataset-like (`.datasets`) wrappers."""
+    def is_dataset(d):
+        return d is not None and hasattr(d, "__getitem__") and not isinstance(d, (str, bytes, dict))
+
+    for _ in range(8):
+        inner = getattr(dataset, "dataset", None)
+        if is_dataset(inner) and inner is not dataset:
+            dataset = inner
+            continue
+        parts = getattr(dataset, "datasets", None)
+        if isinstance(parts, (list, tuple)) and parts and is_dataset(parts[0]):
+            dataset = parts[0]
+            continue
+        break
+    return dataset
+
+
+def _dataset_root(dataset):
+    """The directory the dataset's files are in, when it names one that exists."""
+    root = getattr(dataset, "root", None)
+    if isinstance(root, (str, os.PathLike)) and os.path.isdir(root):
+        return os.path.abspath(os.fspath(root))
+    samples = getattr(dataset, "samples", None)
+    if isinstance(samples, list) and samples:
+        try:
+            paths = [s[0] if isinstance(s, (list, tuple)) else s for s in samples[:10000]]
+            common = os.path.commonpath([os.path.abspath(os.fspath(p)) for p in paths])
+            if os.path.isdir(common):
+                return common
+        except (TypeError, ValueError):
+            pass
+    return None
+
+
+def _loader_facts(loader, batch):
+    facts = {"batch_size": getattr(loader, "batch_size", None) or _batch_size(batch),
+             "workers": getattr(loader, "num_workers", None)}
+    dataset = getattr(loader, "dataset", None)
+    if dataset is not None:
+        inner = _innermost(dataset)
+        facts["dataset_class"] = type(inner).__name__
+        try:
+            facts["dataset_items"] = len(dataset)
+        except Exception:
+            pass
+        facts["dataset_root"] = _dataset_root(inner)
+    if _MODEL["parameters"]:
+        facts["parameters"] = _MODEL["parameters"]
+        facts["device"] = _MODEL["device"]
+    return facts
+
+
+def _epoch_length(loader):
+    try:
+        return len(loader)
+    except TypeError:
+        return None
+
+
+def _to_device(batch, device):
+    if hasattr(batch, "to") and hasattr(batch, "dtype"):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_to_device(v, device) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _start_epoch(loader):
+    epoch = getattr(loader, "_synergy_epochs", 0)
+    try:
+        loader._synergy_epochs = epoch + 1
+    except Exception:
+        pass
+    return epoch
+
+
+def _served(loader, batch, epoch):
+    """Reports one batch handed to the script."""
+    if not _REPORTED["first_batch"]:
+        _REPORTED["first_batch"] = True
+        _send({"probe": _loader_facts(loader, batch)})
+    _send({"samples": _batch_size(batch), "epoch": epoch, "t": round(time.monotonic() - _T0, 6)})
+
+
+def _nbytes(batch):
+    if hasattr(batch, "element_size") and hasattr(batch, "nelement"):
+        return int(batch.element_size()) * int(batch.nelement())
+    if isinstance(batch, dict):
+        return sum(_nbytes(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(_nbytes(v) for v in batch)
+    return 0
+
+
+def _keep(loader, batch):
+    """Keeps one of a loader's first batches for replay; says so once the replay can start."""
+    state = loader.__dict__.setdefault("_synergy_replay", {"batches": [], "bytes": 0, "full": False})
+    device = _MODEL["device"]
+    if device and device != "cpu":
+        batch = _to_device(batch, device)
+    state["batches"].append(batch)
+    state["bytes"] += _nbytes(batch)
+    if len(state["batches"]) >= _REPLAY_BATCHES or state["bytes"] >= _REPLAY_BYTES:
+        state["full"] = True
+        _send({"probe": {"replay": {"batches": len(state["batches"]), "bytes": state["bytes"],
+                                    "device": device or "cpu"}}})
+    return batch
+
+
+def _replaying(loader):
+    return loader.__dict__.get("_synergy_replay", {}).get("full", False)
+
+
+class _Replay:
+    """An epoch of a DataLoader served from its kept batches, as long as a real epoch."""
+
+    def __init__(self, loader, served=0, epoch=None):
+        self._loader = loader
+        self._epoch = _start_epoch(loader) if epoch is None else epoch
+        self._served = served
+        self._length = _epoch_length(loader)
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return self._length if self._length is not None else 0
+
+    def __next__(self):
+        if self._length is not None and self._served >= self._length:
+            raise StopIteration
+        cache = self._loader.__dict__["_synergy_replay"]["batches"]
+        batch = cache[self._served % len(cache)]
+        self._served += 1
+        _served(self._loader, batch, self._epoch)
+        return batch
+
+
+def _patch_dataloader(mod):
+    _send({"probe": {"torch": True}})
     base = mod._BaseDataLoaderIter
     orig_next = base.__next__
     orig_init = base.__init__
+    loader_cls = mod.DataLoader
+    orig_iter = loader_cls.__iter__
 
     def __init__(self, loader, *a, **kw):
-        epoch = getattr(loader, "_synergy_epochs", 0)
-        try:
-            loader._synergy_epochs = epoch + 1
-        except Exception:
-            pass
-        self._synergy_epoch = epoch
+        self._synergy_epoch = _start_epoch(loader)
+        self._synergy_loader = loader
+        self._synergy_replayer = None
         orig_init(self, loader, *a, **kw)
 
     def __next__(self):
-        batch = orig_next(self)
-        if fd is not None:
-            line = {"samples": _batch_size(batch), "epoch": getattr(self, "_synergy_epoch", 0),
-                    "t": round(time.monotonic() - _T0, 6)}
-            try:
-                os.write(fd, (json.dumps(line) + "\n").encode())
-            except OSError:
-                pass
+        loader = getattr(self, "_synergy_loader", None)
+        if _SYNTHETIC and loader is not None:
+            # The iterator that filled the cache finishes its epoch from it.
+            if self._synergy_replayer is None and _replaying(loader):
+                self._synergy_replayer = _Replay(loader, self._num_yielded, self._synergy_epoch)
+            if self._synergy_replayer is not None:
+                return next(self._synergy_replayer)
+            batch = _keep(loader, orig_next(self))
+        else:
+            batch = orig_next(self)
+        _served(loader, batch, getattr(self, "_synergy_epoch", 0))
         return batch
+
+    def __iter__(self):
+        # Later epochs start no workers at all.
+        if _SYNTHETIC and _replaying(self):
+            return _Replay(self)
+        return orig_iter(self)
 
     base.__init__ = __init__
     base.__next__ = __next__
+    loader_cls.__iter__ = __iter__
 
     if os.environ.get("SYNERGY_PROBE_SET_WORKERS") == "1" and os.environ.get("SYNERGY_CPUS"):
         workers = max(1, math.ceil(float(os.environ["SYNERGY_CPUS"])))
-        loader_cls = mod.DataLoader
         orig_loader_init = loader_cls.__init__
 
         def loader_init(self, *a, **kw):
@@ -94,28 +274,51 @@ def _patch(mod):
         loader_cls.__init__ = loader_init
 
 
+def _patch_optimizer(mod):
+    cls = mod.Optimizer
+    orig_init = cls.__init__
+
+    def __init__(self, *a, **kw):
+        orig_init(self, *a, **kw)
+        try:
+            params = [p for group in self.param_groups for p in group["params"]]
+            n = sum(int(p.numel()) for p in params)
+            if params and n > _MODEL["parameters"]:
+                _MODEL["parameters"] = n
+                _MODEL["device"] = str(params[0].device)
+        except Exception:
+            pass
+
+    cls.__init__ = __init__
+
+
+_TARGETS = {"torch.utils.data.dataloader": _patch_dataloader, "torch.optim.optimizer": _patch_optimizer}
+
+
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner):
+    def __init__(self, inner, patch):
         self.inner = inner
+        self.patch = patch
 
     def create_module(self, spec):
         return self.inner.create_module(spec)
 
     def exec_module(self, module):
         self.inner.exec_module(module)
-        _patch(module)
+        self.patch(module)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != _TARGET:
+        patch = _TARGETS.get(name)
+        if patch is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = _Loader(spec.loader)
+                spec.loader = _Loader(spec.loader, patch)
                 return spec
         return None
 
