@@ -438,7 +438,8 @@ fn parse_list<T: std::str::FromStr>(flag: &str, s: &str, what: &str) -> Result<V
 }
 
 fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
-    use crate::sim::{self, trace, ClusterConfig, SimConfig, TraceSource};
+    use crate::sched::{Catalog, ClusterConfig};
+    use crate::sim::{self, trace, SimConfig, TraceSource};
     let policies: Vec<String> = parse_list("--policy", &args.policy, "a policy")?;
     for p in &policies {
         crate::sched::policy_by_name(p)?;
@@ -487,7 +488,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
     if let Some(path) = &args.jobs_list {
         return simulate_job_list(path, &cluster, &policies, &mechanisms, &args);
     }
-    let catalog = sim::Catalog::load_dir(&args.profiles)?;
+    let catalog = Catalog::load_dir(&args.profiles)?;
     let window = match args.window.as_deref() {
         Some("all") => None,
         Some(w) => {
@@ -646,7 +647,7 @@ fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
 /// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.
 fn simulate_job_list(
     path: &std::path::Path,
-    cluster: &crate::sim::ClusterConfig,
+    cluster: &crate::sched::ClusterConfig,
     policies: &[String],
     mechanisms: &[String],
     args: &SimulateArgs,

@@ -5,13 +5,13 @@ mod common;
 
 use common::assert_input_error;
 
+use synergy::sched::catalog::{Catalog, JobModel};
+use synergy::sched::cluster::{ClusterConfig, ClusterState, ServerSpec};
 use synergy::sched::place::speeds;
 use synergy::sched::{
     mechanism_by_name, policy_by_name, Grant, Mechanism, MechanismStats, Proportional, Request,
     MECHANISMS, POLICIES,
 };
-use synergy::sim::cluster::{ClusterConfig, ClusterState, ServerSpec};
-use synergy::sim::model::{Catalog, JobModel};
 use synergy::sim::trace::{GenConfig, GpuMode, JobListSeed, TraceJob};
 use synergy::sim::{run, SimConfig, TraceSource};
 

@@ -10,8 +10,9 @@ use super::state::{unix_now_s, JobRecord, JobStatus, RunState, SCHEMA};
 use super::{job_state_dir, Allocation, Backend, Change, ExecError, JobLaunch, ServerInfo, Work};
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::sched::ClusterConfig;
 use crate::sched::{self, JobState};
-use crate::sim::{self, ClusterConfig, SimConfig, TraceSource};
+use crate::sim::{self, SimConfig, TraceSource};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -151,21 +152,17 @@ fn fmt_alloc(a: &Allocation) -> String {
 
 fn job_state(list: &JobList, i: usize, remaining_iters: u64, attained_s: f64) -> JobState {
     let j = &list.jobs[i];
-    JobState {
-        id: i as u64,
-        model: j.model,
-        gpus: j.gpus,
-        arrival_s: j.arrival_s,
-        iter_time_s: list.catalog.get(j.model as usize).iter_time_s,
-        total_iters: j.work_iters(),
-        remaining_iters,
-        attained_s,
-        first_start_s: None,
-        last_run_s: j.arrival_s,
-        starved: false,
-        demotions: 0,
-        in_window: true,
-    }
+    let mut state = JobState::arrived(
+        i as u64,
+        j.model,
+        j.gpus,
+        j.arrival_s,
+        j.work_iters(),
+        &list.catalog,
+    );
+    state.remaining_iters = remaining_iters;
+    state.attained_s = attained_s;
+    state
 }
 
 /// One round of a dry run.

@@ -4,7 +4,7 @@
 use super::{ExecError, Work};
 use crate::error::InputError;
 use crate::profile::Profile;
-use crate::sim::model::{Catalog, JobModel};
+use crate::sched::catalog::{Catalog, JobModel};
 use crate::sim::trace::TraceJob;
 use crate::workload::WorkloadSpec;
 use serde::Deserialize;

@@ -5,9 +5,9 @@
 //! nodes) the shares are first rounded to whole cores and whole MiB.
 
 use super::{Allocation, ServerInfo};
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::{ClusterConfig, ClusterState, ServerSpec};
 use crate::sched::{self, Grant, JobState, Mechanism, MechanismStats, Policy, Request};
-use crate::sim::cluster::{ClusterConfig, ClusterState, ServerSpec};
-use crate::sim::model::Catalog;
 use crate::units::{Bytes, Cores};
 
 /// Below this, an amount of a core is rounding noise.

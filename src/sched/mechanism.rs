@@ -3,8 +3,8 @@
 
 use super::place::{best_share, commit, find, place_with_demotion, speeds, Share};
 use super::{Grant, Mechanism, MechanismStats, Request};
-use crate::sim::cluster::ClusterState;
-use crate::sim::model::Catalog;
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::ClusterState;
 
 /// Every GPU brings its server's per-GPU share of cores and memory.
 #[derive(Debug, Clone, Copy, Default)]

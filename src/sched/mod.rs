@@ -1,14 +1,15 @@
 //! Scheduling seams: a [`Policy`] orders jobs each round, a [`Mechanism`] gives the runnable ones GPUs,
 //! cores and memory on servers (docs/architecture.md §5.3 and 5.4).
 
+pub mod catalog;
+pub mod cluster;
 pub mod mechanism;
 pub mod opt;
 pub mod place;
 pub mod policy;
 
-use crate::sim::cluster::{ClusterState, Part};
-use crate::sim::model::Catalog;
-
+pub use catalog::{Catalog, JobModel};
+pub use cluster::{ClusterConfig, ClusterState, Part, ServerSpec};
 pub use mechanism::{Greedy, Proportional, Tune};
 pub use opt::Opt;
 pub use policy::{Fifo, Ftf, Las, Srtf};
@@ -45,6 +46,33 @@ pub struct JobState {
 }
 
 impl JobState {
+    /// A job as it arrives: none of its `iters` done, never run, in the measurement window. The one
+    /// place a job's scheduling state is made, for the simulator and the executor alike.
+    pub fn arrived(
+        id: u64,
+        model: u32,
+        gpus: u32,
+        arrival_s: f64,
+        iters: u64,
+        catalog: &Catalog,
+    ) -> JobState {
+        JobState {
+            id,
+            model,
+            gpus,
+            arrival_s,
+            iter_time_s: catalog.get(model as usize).iter_time_s,
+            total_iters: iters,
+            remaining_iters: iters,
+            attained_s: 0.0,
+            first_start_s: None,
+            last_run_s: arrival_s,
+            starved: false,
+            demotions: 0,
+            in_window: true,
+        }
+    }
+
     /// Remaining time at GPU-proportional speed, seconds.
     pub fn remaining_s(&self) -> f64 {
         self.remaining_iters as f64 * self.iter_time_s

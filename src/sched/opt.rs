@@ -11,8 +11,8 @@
 use super::mechanism::tune_with;
 use super::place::Share;
 use super::{Grant, Mechanism, MechanismStats, Request};
-use crate::sim::cluster::ClusterState;
-use crate::sim::model::Catalog;
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::ClusterState;
 use good_lp::{constraint, microlp, variable, Expression, ProblemVariables, Solution, SolverModel};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -38,7 +38,7 @@ fn candidates(
     catalog: &Catalog,
     model: u32,
     gpus: u32,
-    spec: &crate::sim::cluster::ServerSpec,
+    spec: &crate::sched::cluster::ServerSpec,
 ) -> Vec<Config> {
     let m = catalog.get(model as usize);
     let (pc, pm) = (spec.cpus_per_gpu(), spec.memory_gib_per_gpu());
@@ -220,9 +220,9 @@ fn round_counts(values: &[f64], n: usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    use crate::sched::catalog::JobModel;
+    use crate::sched::cluster::{ClusterConfig, ServerSpec};
     use crate::sched::place::speeds;
-    use crate::sim::cluster::{ClusterConfig, ServerSpec};
-    use crate::sim::model::JobModel;
 
     #[test]
     fn scarce_cores_go_where_they_buy_the_most_and_nobody_drops_below_proportional() {

@@ -3,8 +3,8 @@
 //! tune's demotion of over-provisioned co-located jobs.
 
 use super::{Grant, Request};
-use crate::sim::cluster::{ClusterState, Part, ServerSpec, EPS};
-use crate::sim::model::Catalog;
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::{ClusterState, Part, ServerSpec, EPS};
 
 /// What each GPU of a job brings with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -261,8 +261,8 @@ pub fn place_with_demotion(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::cluster::ClusterConfig;
-    use crate::sim::model::JobModel;
+    use crate::sched::catalog::JobModel;
+    use crate::sched::cluster::ClusterConfig;
 
     fn catalog() -> Catalog {
         Catalog::new(vec![JobModel {

@@ -3,12 +3,12 @@
 //! job advances floor(300 / (iter_time / speed)) iterations. Per-round work is proportional to the active
 //! jobs only: finished jobs leave the active list at once.
 
-use super::cluster::{ClusterConfig, ClusterState};
 use super::metrics::{JobRecord, RoundRecord, SimResult};
-use super::model::Catalog;
 use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
 use super::SimError;
 use crate::error::InputError;
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::{ClusterConfig, ClusterState};
 use crate::sched::place::speeds;
 use crate::sched::{Grant, JobState, Mechanism, Policy, Request};
 use std::time::Instant;
@@ -155,21 +155,9 @@ pub fn run(
                 offered_gpu_s += j.iters as f64 * m.iter_time_s * j.gpus as f64;
                 offered_until_s = offered_until_s.max(j.arrival_s);
             }
-            active.push(JobState {
-                id: j.id,
-                model: j.model,
-                gpus: j.gpus,
-                arrival_s: j.arrival_s,
-                iter_time_s: m.iter_time_s,
-                total_iters: j.iters,
-                remaining_iters: j.iters,
-                attained_s: 0.0,
-                first_start_s: None,
-                last_run_s: j.arrival_s,
-                starved: false,
-                demotions: 0,
-                in_window: in_window(j.id),
-            });
+            let mut job = JobState::arrived(j.id, j.model, j.gpus, j.arrival_s, j.iters, catalog);
+            job.in_window = in_window(j.id);
+            active.push(job);
             next = pending.next();
         }
         if active.is_empty() {

@@ -1,8 +1,8 @@
 //! What a simulation measured: per-job and per-round records and the summary over the measurement window
 //! (JCT mean, median, p99, p99.9, makespan, per-class JCT, utilization, finish-time fairness, demotions).
 
-use super::cluster::ClusterConfig;
-use super::model::Catalog;
+use crate::sched::catalog::Catalog;
+use crate::sched::cluster::ClusterConfig;
 use crate::sched::JobState;
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -1,21 +1,16 @@
-//! The cluster simulator (docs/architecture.md §5): job models from profile files, the cluster model, traces (CSV or
-//! generated), the round loop driving a [`Policy`](crate::sched::Policy) and a
+//! The cluster simulator (docs/architecture.md §5): traces (CSV or generated), the round loop driving a [`Policy`](crate::sched::Policy) and a
 //! [`Mechanism`](crate::sched::Mechanism), metrics and their outputs, and parallel sweeps.
 
-pub mod cluster;
 pub mod engine;
 pub mod metrics;
-pub mod model;
 pub mod output;
 pub mod pyrandom;
 pub mod sweep;
 pub mod table;
 pub mod trace;
 
-pub use cluster::ClusterConfig;
 pub use engine::{run, SimConfig, TraceSource};
 pub use metrics::{SimResult, Summary};
-pub use model::Catalog;
 
 /// Errors of the simulator.
 #[derive(Debug, thiserror::Error)]

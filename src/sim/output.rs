@@ -1,11 +1,11 @@
 //! Presenting results: the summary table for people, and the output directory (per-job and per-round
 //! tables in CSV and Parquet, summary JSON), each file written atomically.
 
-use super::cluster::ClusterConfig;
 use super::metrics::{JobRecord, RoundRecord, SimResult, Summary};
 use super::table::{Table, Values};
 use super::SimError;
 use crate::profile::file::write_atomic;
+use crate::sched::cluster::ClusterConfig;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

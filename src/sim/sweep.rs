@@ -3,9 +3,9 @@
 
 use super::engine::{run, SimConfig, TraceSource};
 use super::metrics::SimResult;
-use super::model::Catalog;
 use super::trace::GenConfig;
 use super::SimError;
+use crate::sched::catalog::Catalog;
 use crate::sched::{mechanism_by_name, policy_by_name};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

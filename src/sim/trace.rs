@@ -3,7 +3,7 @@
 //! reference simulator draws it.
 
 use crate::error::InputError;
-use crate::sim::model::Catalog;
+use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
 
 /// One job of a trace.
@@ -343,7 +343,7 @@ impl Iterator for Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::model::JobModel;
+    use crate::sched::catalog::JobModel;
 
     pub(crate) fn toy_catalog() -> Catalog {
         let names = [

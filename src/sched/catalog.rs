@@ -1,10 +1,9 @@
-//! Job models for the simulator: what a profile file tells the scheduler (per-GPU speed matrix, best-case
+//! The job catalog the scheduler plans with: what a profile file tells the scheduler (per-GPU speed matrix, best-case
 //! demand, iteration time, class), loaded by `workload.name` from a directory of profiles.
 
 use crate::error::InputError;
 use crate::profile::file::interpolate;
 use crate::profile::{Profile, ProfileError};
-use crate::sim::SimError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -125,7 +124,7 @@ impl Catalog {
     }
 
     /// Loads every `*.json` profile under `dir`, recursively.
-    pub fn load_dir(dir: &Path) -> Result<Catalog, SimError> {
+    pub fn load_dir(dir: &Path) -> Result<Catalog, ProfileError> {
         if !dir.is_dir() {
             return Err(InputError::new(
                 dir.display().to_string(),
@@ -134,17 +133,14 @@ impl Catalog {
             .into());
         }
         let mut files = Vec::new();
-        collect_json(dir, &mut files).map_err(|e| SimError::Io {
+        collect_json(dir, &mut files).map_err(|e| ProfileError::Io {
             context: format!("reading the profile directory {}", dir.display()),
             source: e,
         })?;
         files.sort();
         let mut models = Vec::new();
         for f in files {
-            let p = Profile::read(&f).map_err(|e| match e {
-                ProfileError::Invalid(i) => SimError::Input(i),
-                other => SimError::Profile(other),
-            })?;
+            let p = Profile::read(&f)?;
             models.push(JobModel::from_profile(&p, &f)?);
         }
         if models.is_empty() {
