@@ -7,7 +7,7 @@
 use super::{Allocation, ServerInfo};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState, ServerSpec};
-use crate::sched::{self, Grant, JobState, Mechanism, MechanismStats, Policy, Request};
+use crate::sched::{self, JobState, Mechanism, MechanismStats, Policy, Round};
 use crate::units::{Bytes, Cores};
 
 /// Below this, an amount of a core is rounding noise.
@@ -84,20 +84,22 @@ impl Planner {
         previous: &[Option<Allocation>],
         now_s: f64,
     ) -> RoundPlan {
-        let order = sched::policy_order(self.policy.as_ref(), jobs, now_s);
-        let runnable = sched::runnable_set(jobs, &order, self.cluster.total_gpus());
-        let requests: Vec<Request> = runnable
-            .iter()
-            .map(|&i| Request {
-                model: jobs[i].model,
-                gpus: jobs[i].gpus,
-            })
-            .collect();
         let mut state = ClusterState::new(&self.cluster);
-        let mut grants = vec![Grant::default(); requests.len()];
-        let stats = self
-            .mechanism
-            .allocate(&self.catalog, &mut state, &requests, &mut grants);
+        let mut round = Round::default();
+        round.plan(
+            self.policy.as_ref(),
+            self.mechanism.as_mut(),
+            &self.catalog,
+            &mut state,
+            jobs,
+            now_s,
+        );
+        let Round {
+            runnable,
+            requests,
+            grants,
+            stats,
+        } = round;
         let mut plan = RoundPlan {
             allocations: vec![None; jobs.len()],
             stats,

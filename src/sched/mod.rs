@@ -1,5 +1,7 @@
-//! Scheduling seams: a [`Policy`] orders jobs each round, a [`Mechanism`] gives the runnable ones GPUs,
-//! cores and memory on servers (docs/architecture.md §5.3 and 5.4).
+//! The scheduling core, shared by the simulator ([`crate::sim`]) and the executor ([`crate::exec`]) and
+//! importing neither: the cluster model, the job catalog, a job's scheduling state, and one [`Round`]
+//! planner where a [`Policy`] orders jobs and a [`Mechanism`] gives the runnable ones GPUs, cores and memory
+//! on servers (docs/architecture.md §5.1-5.4).
 
 pub mod catalog;
 pub mod cluster;
@@ -7,12 +9,14 @@ pub mod mechanism;
 pub mod opt;
 pub mod place;
 pub mod policy;
+pub mod round;
 
 pub use catalog::{Catalog, JobModel};
 pub use cluster::{ClusterConfig, ClusterState, Part, ServerSpec};
 pub use mechanism::{Greedy, Proportional, Tune};
 pub use opt::Opt;
 pub use policy::{Fifo, Ftf, Las, Srtf};
+pub use round::Round;
 
 /// A job that has arrived and not finished, as policies see it.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use crate::error::InputError;
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState};
 use crate::sched::place::speeds;
-use crate::sched::{Grant, JobState, Mechanism, Policy, Request};
+use crate::sched::{JobState, Mechanism, Policy, Round};
 use std::time::Instant;
 
 /// A run that has not finished its window after this much simulated time (100 years) is stopped rather
@@ -136,9 +136,7 @@ pub fn run(
     let mut window_done = 0u64;
     let mut job_rounds = 0u64;
     let mut now = 0.0f64;
-    let mut runnable: Vec<Request> = Vec::new();
-    let mut runnable_idx: Vec<usize>;
-    let mut grants: Vec<Grant> = Vec::new();
+    let mut round = Round::default();
     let mut finished: Vec<bool> = Vec::new();
     let mut solve_s_total = 0.0;
     let mut solve_s_max = 0.0f64;
@@ -170,20 +168,9 @@ pub fn run(
             }
         }
 
-        let order = crate::sched::policy_order(policy, &mut active, now);
-        runnable_idx = crate::sched::runnable_set(&active, &order, total_gpus);
-        runnable.clear();
-        runnable.extend(runnable_idx.iter().map(|&i| Request {
-            model: active[i].model,
-            gpus: active[i].gpus,
-        }));
-
+        round.plan(policy, mechanism, catalog, &mut state, &mut active, now);
         rounds_run += 1;
-        state.reset();
-        grants.clear();
-        grants.resize(runnable.len(), Grant::default());
-        let stats = mechanism.allocate(catalog, &mut state, &runnable, &mut grants);
-        debug_assert!(state.consistent(), "a server is over-allocated");
+        let stats = round.stats;
         if stats.solve_s > 0.0 || stats.bound.is_some() {
             solves += 1;
             solve_s_total += stats.solve_s;
@@ -196,8 +183,8 @@ pub fn run(
         let (mut gpus_used, mut cpus_used, mut mem_used) = (0u64, 0.0, 0.0);
         let mut running = 0u32;
         let mut speed_sum = 0.0;
-        for (slot, &i) in runnable_idx.iter().enumerate() {
-            let grant = &grants[slot];
+        for (slot, &i) in round.runnable.iter().enumerate() {
+            let grant = &round.grants[slot];
             if grant.parts.is_empty() {
                 continue;
             }
@@ -207,7 +194,7 @@ pub fn run(
             mem_used += m;
             running += 1;
             job_rounds += 1;
-            let (speed, _) = speeds(catalog, &state, &runnable[slot], &grant.parts);
+            let (speed, _) = speeds(catalog, &state, &round.requests[slot], &grant.parts);
             speed_sum += speed;
             let job = &mut active[i];
             let rate = speed / job.iter_time_s;
