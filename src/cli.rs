@@ -253,7 +253,7 @@ struct PlotArgs {
 }
 
 fn plot_cmd(args: PlotArgs) -> anyhow::Result<i32> {
-    let written = crate::plot::plot(&crate::plot::Request {
+    let written = crate::plot::plot(&crate::plot::PlotRequest {
         inputs: args.inputs,
         kind: args.kind,
         out: args.out,

@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod cli;
 pub mod error;
 pub mod exec;
+pub mod fsutil;
 pub mod isolate;
 pub mod measure;
 pub mod plot;

@@ -3,6 +3,20 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Bytes in a binary gigabyte (GiB), the unit of every memory axis and budget in this project.
+pub const GIB_BYTES: u64 = 1 << 30;
+/// [`GIB_BYTES`] as a float, for arithmetic on fractional sizes.
+pub const GIB: f64 = GIB_BYTES as f64;
+/// Bytes in a binary megabyte (MiB).
+pub const MIB: f64 = (1u64 << 20) as f64;
+/// Bytes in a decimal gigabyte (GB), the unit of the published zoo and of cluster files' `memory_gb`.
+pub const GB: f64 = 1e9;
+
+/// Converts decimal gigabytes to GiB.
+pub fn gb_to_gib(gb: f64) -> f64 {
+    gb * GB / GIB
+}
+
 /// A number of CPU cores; fractional when a CFS quota enforces it.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -33,11 +47,15 @@ pub struct Bytes(pub u64);
 impl Bytes {
     /// Size in binary gigabytes (GiB).
     pub fn gib(self) -> f64 {
-        self.0 as f64 / (1u64 << 30) as f64
+        self.0 as f64 / GIB
+    }
+    /// The nearest whole number of bytes to `gib` GiB.
+    pub fn from_gib(gib: f64) -> Bytes {
+        Bytes((gib * GIB).round() as u64)
     }
     /// Size in binary megabytes (MiB).
     pub fn mib(self) -> f64 {
-        self.0 as f64 / (1u64 << 20) as f64
+        self.0 as f64 / MIB
     }
 }
 
@@ -105,11 +123,11 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "" | "B" | "b" => 1.0,
         "k" | "K" | "KiB" | "kiB" => 1024.0,
         "M" | "MiB" => 1024.0f64.powi(2),
-        "G" | "GiB" => 1024.0f64.powi(3),
+        "G" | "GiB" => GIB,
         "T" | "TiB" => 1024.0f64.powi(4),
         "kB" | "KB" => 1e3,
         "MB" => 1e6,
-        "GB" => 1e9,
+        "GB" => GB,
         "TB" => 1e12,
         other => {
             return Err(format!(

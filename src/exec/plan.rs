@@ -144,7 +144,7 @@ impl Planner {
                     gpus: gpus[k].clone(),
                     cpus: Cores(cpus),
                     cores: cores[k].clone(),
-                    memory: Bytes((mem_gib * (1u64 << 30) as f64).round() as u64),
+                    memory: Bytes::from_gib(mem_gib),
                 });
             }
         }

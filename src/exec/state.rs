@@ -109,9 +109,9 @@ impl RunState {
     /// Replaces the state file atomically.
     pub fn write(&self, path: &Path) -> Result<(), ExecError> {
         let json = serde_json::to_vec_pretty(self).expect("the run state serializes");
-        crate::profile::file::write_atomic(path, &json).map_err(|e| ExecError::Io {
-            context: format!("saving the run state to {}", path.display()),
-            source: std::io::Error::other(e.to_string()),
+        crate::fsutil::write_atomic(path, &json).map_err(|source| ExecError::Io {
+            context: "saving the run state".to_string(),
+            source,
         })
     }
 }

@@ -26,21 +26,21 @@ pub struct Telemetry {
     /// Largest memory (resident plus cache) charged to the domain during the trial.
     pub memory_peak_bytes: Option<u64>,
     /// Application-cache hits and misses the workload reported after warm-up.
-    pub app_cache: Option<AppCache>,
+    pub app_cache: Option<AppCacheCounts>,
     /// GPU figures, when NVML found a GPU.
     pub gpu: Option<GpuTelemetry>,
 }
 
 /// Application-cache counts reported on the progress protocol.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct AppCache {
+pub struct AppCacheCounts {
     /// Samples served from the cache.
     pub hits: u64,
     /// Samples read from storage.
     pub misses: u64,
 }
 
-impl AppCache {
+impl AppCacheCounts {
     /// Hits over all lookups.
     pub fn hit_ratio(&self) -> f64 {
         let n = self.hits + self.misses;

@@ -6,7 +6,7 @@ use super::estimate::{Estimate, Estimator, EstimatorConfig, StopReason};
 use super::progress::{
     self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
 };
-use super::telemetry::{AppCache, GpuSampler, Peaks, Telemetry};
+use super::telemetry::{AppCacheCounts, GpuSampler, Peaks, Telemetry};
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::isolate::{self, pagecache, Budget, IsolateError, IsolationKind};
@@ -86,7 +86,7 @@ impl TrialRequest {
 
 /// The allocation a trial ran under, as recorded in results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Allocation {
+pub struct TrialAllocation {
     /// Cores granted.
     pub cpus: Cores,
     /// Core ids the workload could run on.
@@ -143,7 +143,7 @@ pub struct TrialResult {
     /// Where its spec came from.
     pub spec: String,
     /// The allocation.
-    pub allocation: Allocation,
+    pub allocation: TrialAllocation,
     /// Throughput over the measured window.
     pub throughput: Estimate,
     /// Why the trial stopped.
@@ -489,7 +489,7 @@ pub fn run_trial(
     let mut domain = backend.create(&unique_name(), &budget)?;
     let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
     let cpu_list = domain.cpu_list().to_vec();
-    let allocation = Allocation {
+    let allocation = TrialAllocation {
         cpus: req.cpus,
         cpu_list: cpu_list.clone(),
         mem_limit_bytes: req.mem_limit.map(|b| b.0),
@@ -964,7 +964,7 @@ fn summarize(
         cache_steps
             .iter()
             .filter(|(t, _, _)| *t > window_start)
-            .fold(AppCache::default(), |acc, (_, h, m)| AppCache {
+            .fold(AppCacheCounts::default(), |acc, (_, h, m)| AppCacheCounts {
                 hits: acc.hits + h,
                 misses: acc.misses + m,
             })

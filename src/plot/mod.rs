@@ -92,7 +92,7 @@ impl PlotError {
 
 /// One `synergy plot` invocation.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub struct PlotRequest {
     /// Profile files, or simulation output directories (a run or a sweep).
     pub inputs: Vec<PathBuf>,
     /// What to draw.
@@ -121,7 +121,7 @@ pub struct Written {
 }
 
 /// Reads the inputs, draws the chart and writes it atomically.
-pub fn plot(req: &Request) -> Result<Written, PlotError> {
+pub fn plot(req: &PlotRequest) -> Result<Written, PlotError> {
     let format = Format::of_path(&req.out)?;
     req.size.check()?;
     if req.inputs.is_empty() {
@@ -157,7 +157,7 @@ fn write_chart(
         path: out.display().to_string(),
         source,
     })?;
-    crate::profile::file::write_atomic(out, &bytes).map_err(|e| {
+    crate::fsutil::write_atomic(out, &bytes).map_err(|e| {
         InputError::new(
             out.display().to_string(),
             format!("cannot write the chart here: {e}"),

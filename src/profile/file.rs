@@ -2,6 +2,7 @@
 //! validates and names the field at fault (and still reads `synergy-profile/1`), an atomic writer, and
 //! the long-format CSV export.
 
+use crate::fsutil::write_atomic;
 use crate::measure::TrialResult;
 use crate::stall::{HitModel, Stage, StallModel};
 use serde::{Deserialize, Serialize};
@@ -440,7 +441,7 @@ pub struct Matrix {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<Vec<Vec<Stage>>>,
     /// The GPU-proportional allocation and its throughput, the normalization's 1.0.
-    pub proportional: Allocation,
+    pub proportional: RatedAllocation,
 }
 
 /// The matrix per GPU.
@@ -458,7 +459,7 @@ pub struct PerGpuMatrix {
 /// An allocation and its throughput.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Allocation {
+pub struct RatedAllocation {
     /// Cores.
     pub cpus: f64,
     /// Memory, GiB.
@@ -475,9 +476,9 @@ pub struct Allocation {
 #[serde(deny_unknown_fields)]
 pub struct Demand {
     /// For the whole job.
-    pub job: Allocation,
+    pub job: RatedAllocation,
     /// Per GPU.
-    pub per_gpu: Allocation,
+    pub per_gpu: RatedAllocation,
     /// Fraction of the best throughput that still counts as best.
     pub tolerance: f64,
 }
@@ -697,8 +698,14 @@ impl Profile {
     /// Writes the profile as pretty JSON, atomically (temporary file and rename), and its CSV beside it.
     pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
         let json = serde_json::to_string_pretty(self).expect("profiles serialize") + "\n";
-        write_atomic(path, json.as_bytes())?;
-        write_atomic(&path.with_extension("csv"), self.to_csv().as_bytes())
+        let save = |p: &Path, bytes: &[u8]| {
+            write_atomic(p, bytes).map_err(|source| ProfileError::Io {
+                context: "saving the profile".to_string(),
+                source,
+            })
+        };
+        save(path, json.as_bytes())?;
+        save(&path.with_extension("csv"), self.to_csv().as_bytes())
     }
 
     /// The long-format CSV: one row per matrix cell, then one per validation point.
@@ -740,31 +747,6 @@ impl Profile {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ProfileError> {
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let io = |what: &str, e| ProfileError::Io {
-        context: format!("{what} {}", path.display()),
-        source: e,
-    };
-    std::fs::create_dir_all(dir).map_err(|e| io("creating the directory of", e))?;
-    // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
-    // file's default 0600.
-    let mut tmp = tempfile::Builder::new()
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(|e| io("creating a temporary file for", e))?;
-    tmp.write_all(bytes).map_err(|e| io("writing", e))?;
-    tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
-    tmp.persist(path)
-        .map_err(|e| io("renaming into", e.error))?;
-    Ok(())
-}
-
 /// A prediction from a profile at one allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ProfilePrediction {
@@ -783,7 +765,7 @@ pub struct ProfilePrediction {
 pub fn predict(p: &Profile, cpus: f64, memory_gib: f64) -> ProfilePrediction {
     let t_prop = p.matrix.proportional.samples_per_s;
     if let Some(model) = &p.model {
-        let r = model.predict(cpus, memory_gib * (1u64 << 30) as f64, None);
+        let r = model.predict(cpus, memory_gib * crate::units::GIB, None);
         return ProfilePrediction {
             samples_per_s: Some(r.samples_per_s),
             normalized: t_prop
@@ -839,28 +821,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn atomic_writes_are_readable_like_ordinary_files() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("sub").join("out.json");
-        write_atomic(&p, b"{}").unwrap();
-        // SAFETY: umask only swaps the process mask; it is restored at once.
-        let umask = unsafe {
-            let m = libc::umask(0o022);
-            libc::umask(m);
-            m
-        };
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o644 & !(umask as u32));
-        assert_eq!(std::fs::read(&p).unwrap(), b"{}");
-        assert_eq!(
-            std::fs::read_dir(p.parent().unwrap()).unwrap().count(),
-            1,
-            "no temporary left"
-        );
-    }
-
-    #[test]
     fn server_shapes_parse() {
         let s: ServerShape = "8gpu,24cpu,500gb".parse().unwrap();
         assert_eq!((s.gpus, s.cpus, s.memory_gib), (8, 24.0, 500.0));
@@ -880,7 +840,7 @@ mod tests {
     }
 
     fn tiny() -> Profile {
-        let a = Allocation {
+        let a = RatedAllocation {
             cpus: 1.0,
             memory_gib: 1.0,
             samples_per_s: None,

@@ -1,10 +1,9 @@
 //! The sensitivity matrix from a fitted model: the grid's axes, throughput at every cell, normalization to
 //! the GPU-proportional share of a server shape, the per-GPU view, and the best-case demand vector.
 
-use super::file::{Allocation, Demand, FittedModel, Matrix, PerGpuMatrix, ServerShape};
+use super::file::{Demand, FittedModel, Matrix, PerGpuMatrix, RatedAllocation, ServerShape};
 use crate::stall::Stage;
-
-const GIB: f64 = (1u64 << 30) as f64;
+use crate::units::GIB;
 
 /// Default CPU axis for a host with `cores` cores: about eight steps, at a round step size.
 pub fn auto_cpu_axis(cores: f64) -> Vec<f64> {
@@ -84,7 +83,7 @@ pub fn build(
         }
     }
     let (_, i, j) = pick.unwrap_or((0.0, cpus.len() - 1, memory_gib.len() - 1));
-    let job = Allocation {
+    let job = RatedAllocation {
         cpus: cpus[i],
         memory_gib: memory_gib[j],
         samples_per_s: Some(abs[i][j]),
@@ -92,7 +91,7 @@ pub fn build(
     };
     let demand = Demand {
         job,
-        per_gpu: Allocation {
+        per_gpu: RatedAllocation {
             cpus: job.cpus / g,
             memory_gib: job.memory_gib / g,
             samples_per_s: job.samples_per_s.map(|t| t / g),
@@ -111,7 +110,7 @@ pub fn build(
         samples_per_s: Some(abs),
         normalized,
         limited_by: Some(lim),
-        proportional: Allocation {
+        proportional: RatedAllocation {
             cpus: prop_cpus,
             memory_gib: prop_mem,
             samples_per_s: Some(t_prop),

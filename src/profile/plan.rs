@@ -36,7 +36,7 @@ use crate::stall::{
     between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, CostPoint, CpuCurve,
     CpuPoint, FetchModel, FootprintPoint, HitModel, LruSim, MissCost, StallModel,
 };
-use crate::units::{Bytes, BytesPerSec, Cores};
+use crate::units::{Bytes, BytesPerSec, Cores, GIB};
 use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::probe::ProbeReport;
 use crate::workload::spec::CacheKind;
@@ -47,7 +47,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const GIB: f64 = (1u64 << 30) as f64;
 /// Confidence half-width, relative, at which a memory-limited trial stops.
 const CONSTRAINED_PRECISION: f64 = 0.04;
 /// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.

@@ -3,9 +3,10 @@
 
 use crate::error::InputError;
 use crate::profile::file::{
-    Allocation, Demand, Matrix, PerGpuMatrix, Profile, ProfileError, ServerShape, WorkloadInfo,
+    Demand, Matrix, PerGpuMatrix, Profile, ProfileError, RatedAllocation, ServerShape, WorkloadInfo,
 };
 use crate::stall::HitModel;
+use crate::units::gb_to_gib;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,16 +14,6 @@ use std::path::{Path, PathBuf};
 /// What the `source` field of every imported profile says.
 pub const ZOO_SOURCE: &str = "published figures of the Synergy artifact (Mohan et al., \"Looking Beyond GPUs \
 for DNN Scheduling on Multi-Tenant Clusters\", OSDI 2022), model zoo; memory converted from GB to GiB";
-
-/// Bytes in the zoo's memory unit (decimal gigabytes).
-const GB: f64 = 1e9;
-/// Bytes in our memory unit.
-const GIB: f64 = (1u64 << 30) as f64;
-
-/// Converts decimal gigabytes (the zoo's unit) to GiB (our axis unit).
-pub fn gb_to_gib(gb: f64) -> f64 {
-    gb * GB / GIB
-}
 
 /// The zoo file as published.
 #[derive(Debug, Deserialize)]
@@ -110,7 +101,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
             m.best_cpus_per_gpu,
             best_mem,
         );
-        let best = Allocation {
+        let best = RatedAllocation {
             cpus: m.best_cpus_per_gpu,
             memory_gib: best_mem,
             samples_per_s: None,
@@ -146,7 +137,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
                 samples_per_s: None,
                 normalized: m.throughput_normalized.clone(),
                 limited_by: None,
-                proportional: Allocation {
+                proportional: RatedAllocation {
                     cpus: prop_cpus,
                     memory_gib: prop_mem,
                     samples_per_s: None,

@@ -2,7 +2,7 @@
 //! GPUs, cores and memory, with the jobs placed on it. It refuses to over-allocate any server.
 
 use crate::error::InputError;
-use crate::profile::zoo::gb_to_gib;
+use crate::units::gb_to_gib;
 use serde::Deserialize;
 use std::path::Path;
 

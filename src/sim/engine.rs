@@ -3,7 +3,7 @@
 //! job advances floor(300 / (iter_time / speed)) iterations. Per-round work is proportional to the active
 //! jobs only: finished jobs leave the active list at once.
 
-use super::metrics::{JobRecord, RoundRecord, SimResult};
+use super::metrics::{FinishedJob, RoundRecord, SimResult};
 use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
 use super::SimError;
 use crate::error::InputError;
@@ -131,7 +131,7 @@ pub fn run(
     let mut state = ClusterState::new(&cfg.cluster);
     let mut active: Vec<JobState> = Vec::new();
     let mut next = pending.next();
-    let mut records: Vec<JobRecord> = Vec::new();
+    let mut records: Vec<FinishedJob> = Vec::new();
     let mut rounds: Vec<RoundRecord> = Vec::new();
     let mut window_done = 0u64;
     let mut job_rounds = 0u64;
@@ -212,7 +212,7 @@ pub fn run(
                 if job.in_window {
                     window_done += 1;
                 }
-                records.push(JobRecord::of(job, finish_s, catalog));
+                records.push(FinishedJob::of(job, finish_s, catalog));
             } else {
                 job.remaining_iters -= iters;
                 job.attained_s += cfg.round_s;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 /// One finished job.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct JobRecord {
+pub struct FinishedJob {
     /// Trace id.
     pub id: u64,
     /// Model name.
@@ -36,12 +36,12 @@ pub struct JobRecord {
     pub in_window: bool,
 }
 
-impl JobRecord {
+impl FinishedJob {
     /// The record of `job`, finishing at `finish_s`.
-    pub fn of(job: &JobState, finish_s: f64, catalog: &Catalog) -> JobRecord {
+    pub fn of(job: &JobState, finish_s: f64, catalog: &Catalog) -> FinishedJob {
         let m = catalog.get(job.model as usize);
         let jct_s = finish_s - job.arrival_s;
-        JobRecord {
+        FinishedJob {
             id: job.id,
             model: m.name.clone(),
             class: m.class.clone(),
@@ -211,7 +211,7 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimResult {
     /// Finished jobs, in finish order.
-    pub jobs: Vec<JobRecord>,
+    pub jobs: Vec<FinishedJob>,
     /// Rounds (empty unless recorded).
     pub rounds: Vec<RoundRecord>,
     /// The summary.
@@ -221,12 +221,12 @@ pub struct SimResult {
 impl SimResult {
     /// Summarizes records.
     pub fn new(
-        jobs: Vec<JobRecord>,
+        jobs: Vec<FinishedJob>,
         rounds: Vec<RoundRecord>,
         cluster: &ClusterConfig,
         f: RunFacts,
     ) -> SimResult {
-        let measured: Vec<&JobRecord> = jobs.iter().filter(|j| j.in_window).collect();
+        let measured: Vec<&FinishedJob> = jobs.iter().filter(|j| j.in_window).collect();
         let jct = JctStats::of(measured.iter().map(|j| j.jct_s).collect());
         let first = measured
             .iter()

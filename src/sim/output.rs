@@ -1,10 +1,10 @@
 //! Presenting results: the summary table for people, and the output directory (per-job and per-round
 //! tables in CSV and Parquet, summary JSON), each file written atomically.
 
-use super::metrics::{JobRecord, RoundRecord, SimResult, Summary};
+use super::metrics::{FinishedJob, RoundRecord, SimResult, Summary};
 use super::table::{Table, Values};
 use super::SimError;
-use crate::profile::file::write_atomic;
+use crate::fsutil::write_atomic;
 use crate::sched::cluster::ClusterConfig;
 use serde::Serialize;
 use std::fmt::Write;
@@ -113,11 +113,12 @@ pub fn render_sweep(rows: &[(Option<f64>, Option<u64>, Summary)]) -> String {
 pub fn jobs_table(r: &SimResult) -> Table {
     let mut jobs: Vec<_> = r.jobs.iter().collect();
     jobs.sort_by_key(|j| j.id);
-    let int = |f: &dyn Fn(&JobRecord) -> i64| Values::Int(jobs.iter().map(|j| f(j)).collect());
-    let float = |f: &dyn Fn(&JobRecord) -> f64, decimals| {
+    let int = |f: &dyn Fn(&FinishedJob) -> i64| Values::Int(jobs.iter().map(|j| f(j)).collect());
+    let float = |f: &dyn Fn(&FinishedJob) -> f64, decimals| {
         Values::Float(jobs.iter().map(|j| f(j)).collect(), decimals)
     };
-    let text = |f: &dyn Fn(&JobRecord) -> String| Values::Text(jobs.iter().map(|j| f(j)).collect());
+    let text =
+        |f: &dyn Fn(&FinishedJob) -> String| Values::Text(jobs.iter().map(|j| f(j)).collect());
     Table {
         name: "jobs",
         columns: vec![
@@ -231,11 +232,9 @@ pub fn write_dir(r: &SimResult, dir: &Path, labels: &RunLabels) -> Result<Vec<Pa
     let mut out = Vec::new();
     for (name, bytes) in files {
         let p = dir.join(name);
-        write_atomic(&p, &bytes).map_err(|e| match e {
-            crate::profile::ProfileError::Io { context, source } => {
-                SimError::Io { context, source }
-            }
-            other => SimError::Profile(other),
+        write_atomic(&p, &bytes).map_err(|source| SimError::Io {
+            context: "writing the simulation's output".to_string(),
+            source,
         })?;
         out.push(p);
     }

@@ -168,14 +168,14 @@ impl ResumeState {
     /// Replaces the totals at `path` atomically (temporary file and rename).
     pub fn write(&self, path: &Path) -> Result<(), WorkloadError> {
         let json = serde_json::to_vec(self).expect("plain numbers serialize");
-        crate::profile::file::write_atomic(path, &json)
+        crate::fsutil::write_atomic(path, &json)
             .map_err(|e| WorkloadError::Other(format!("saving the workload state: {e}")))
     }
 }
 
 /// What a run did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Summary {
+pub struct RunTotals {
     /// Steps (batches) the accelerator ingested.
     pub steps: u64,
     /// Samples ingested.
@@ -194,7 +194,7 @@ pub struct Summary {
     pub gpu_rate_samples_per_s: f64,
 }
 
-impl Summary {
+impl RunTotals {
     /// Ingested samples per second.
     pub fn rate_samples_per_s(&self) -> f64 {
         if self.seconds > 0.0 {

@@ -3,7 +3,7 @@
 //! over a bounded channel to an accelerator that ingests them at a fixed rate and reports each step.
 
 use super::source::{AppCache, Items};
-use super::{audio, image, rate, text, Pipeline, ResumeState, RunArgs, RunConfig, Summary};
+use super::{audio, image, rate, text, Pipeline, ResumeState, RunArgs, RunConfig, RunTotals};
 use crate::error::InputError;
 use crate::workload::WorkloadError;
 use rand::seq::SliceRandom;
@@ -46,7 +46,7 @@ pub fn run_with<'a>(
     cfg: &'a RunConfig,
     progress: Option<&'a mut dyn Write>,
     stop: &'a AtomicBool,
-) -> Result<Summary, WorkloadError> {
+) -> Result<RunTotals, WorkloadError> {
     let gpu_rate = rate::resolve_gpu_rate(args)?;
     run_at(args, cfg, gpu_rate.samples_per_s, progress, stop)
 }
@@ -58,7 +58,7 @@ pub fn run_at<'a>(
     gpu_rate_samples_per_s: f64,
     progress: Option<&'a mut dyn Write>,
     stop: &'a AtomicBool,
-) -> Result<Summary, WorkloadError> {
+) -> Result<RunTotals, WorkloadError> {
     let start = Instant::now();
     if !(gpu_rate_samples_per_s.is_finite() && gpu_rate_samples_per_s > 0.0) {
         return Err(InputError::new("--gpu-rate", "must be a positive number of samples/s").into());
@@ -76,7 +76,7 @@ pub fn run_at<'a>(
         start,
         stop,
         progress,
-        summary: Summary::default(),
+        summary: RunTotals::default(),
         free_at: start,
         base,
         state_file: cfg.state_file.as_deref(),
@@ -155,7 +155,7 @@ struct Accelerator<'a> {
     start: Instant,
     stop: &'a AtomicBool,
     progress: Option<&'a mut dyn Write>,
-    summary: Summary,
+    summary: RunTotals,
     /// When the accelerator finishes its current batch: a schedule, not the clock, so that sleeping
     /// late does not add up over steps.
     free_at: Instant,
@@ -277,7 +277,7 @@ impl Accelerator<'_> {
         Ok(())
     }
 
-    fn finish(mut self) -> Summary {
+    fn finish(mut self) -> RunTotals {
         self.summary.seconds = self.start.elapsed().as_secs_f64();
         self.summary.gpu_rate_samples_per_s = self.gpu_rate_samples_per_s;
         self.summary
@@ -476,7 +476,7 @@ mod tests {
     fn run_capture(
         args: &RunArgs,
         cfg: &RunConfig,
-    ) -> Result<(Summary, Vec<serde_json::Value>), WorkloadError> {
+    ) -> Result<(RunTotals, Vec<serde_json::Value>), WorkloadError> {
         let mut out: Vec<u8> = Vec::new();
         let stop = AtomicBool::new(false);
         let summary = run_with(args, cfg, Some(&mut out), &stop)?;

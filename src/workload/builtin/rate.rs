@@ -218,7 +218,7 @@ pub fn store_rate(dir: &Path, key: &RateKey, m: RateMeasurement) -> Result<PathB
     });
     let mut json = serde_json::to_vec_pretty(&body).map_err(|e| e.to_string())?;
     json.push(b'\n');
-    crate::profile::file::write_atomic(&path, &json).map_err(|e| e.to_string())?;
+    crate::fsutil::write_atomic(&path, &json).map_err(|e| e.to_string())?;
     Ok(path)
 }
 
