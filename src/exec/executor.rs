@@ -2,17 +2,22 @@
 //! backend applies the changes (start, resize live, pause, resume); between rounds jobs are polled, a
 //! finished job's JCT is recorded, a crashed one is retried a bounded number of times, and the state file
 //! is kept current. Also the simulator's prediction of the same job list, and the dry-run plan.
+//!
+//! The loop asks a backend only what [`Backend`] offers, and reads time from a `Clock`, so that its
+//! unit tests drive it through an in-process fake backend on a fake clock, without root or real rounds.
 
 use super::jobs::JobList;
-use super::local::loader_cores;
 use super::plan::{cluster_of, Planner};
 use super::state::{unix_now_s, JobRecord, JobStatus, RunState, SCHEMA};
-use super::{job_state_dir, Allocation, Backend, Change, ExecError, JobLaunch, ServerInfo, Work};
+use super::{
+    job_state_dir, Allocation, Backend, Change, ExecError, JobExit, JobLaunch, ServerInfo, Work,
+};
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::sched::ClusterConfig;
 use crate::sched::{self, JobState};
 use crate::sim::{self, SimConfig, TraceSource};
+use crate::units::Cores;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -281,6 +286,36 @@ struct Live {
     starved: bool,
 }
 
+/// Where the round loop reads the time and how it waits between polls: the wall clock in a real run; in
+/// the executor's unit tests a scripted one, so that rounds pass without being slept through.
+pub(crate) trait Clock {
+    /// Seconds since the Unix epoch: a run's start is recorded in it, so a resumed run keeps counting
+    /// arrivals and JCTs from the first executor's start.
+    fn unix_s(&self) -> f64;
+    /// Seconds on a monotonic clock, from any origin: times within one executor are measured on it, so a
+    /// wall-clock step does not move rounds.
+    fn monotonic_s(&self) -> f64;
+    /// Waits `d` before the loop polls again.
+    fn sleep(&mut self, d: Duration);
+}
+
+/// The host's clocks.
+struct WallClock {
+    origin: Instant,
+}
+
+impl Clock for WallClock {
+    fn unix_s(&self) -> f64 {
+        unix_now_s()
+    }
+    fn monotonic_s(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64()
+    }
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
 /// Runs the job list on `backend` to the end (or until `cancel`), printing each round's changes
 /// through `log`; returns the report with the simulator's predictions beside the real JCTs.
 pub fn run(
@@ -289,6 +324,21 @@ pub fn run(
     cfg: &ExecConfig,
     cancel: &Cancel,
     log: &mut dyn FnMut(&str),
+) -> Result<RunReport, ExecError> {
+    let mut clock = WallClock {
+        origin: Instant::now(),
+    };
+    run_on(list, backend, cfg, cancel, log, &mut clock)
+}
+
+/// [`run`], with time read from and waited on `clock`.
+pub(crate) fn run_on(
+    list: &JobList,
+    backend: &mut dyn Backend,
+    cfg: &ExecConfig,
+    cancel: &Cancel,
+    log: &mut dyn FnMut(&str),
+    clock: &mut dyn Clock,
 ) -> Result<RunReport, ExecError> {
     if !(cfg.round_s.is_finite() && cfg.round_s > 0.0) {
         return Err(InputError::new("--round", "must be a positive number of seconds").into());
@@ -310,366 +360,479 @@ pub fn run(
         &cfg.policy,
         &cfg.mechanism,
     )?;
-    let mut planner = Planner::new(list.catalog.clone(), servers.clone(), policy, mechanism);
-
+    let planner = Planner::new(list.catalog.clone(), servers.clone(), policy, mechanism);
     let jobs_dir = job_state_dir(&cfg.state_path);
+    let state = open_state(list, backend, cfg, &jobs_dir, &*clock, log)?;
+    let launches = Launches::prepare(list, &*backend, &jobs_dir, cancel)?;
+
+    let mut run = RoundLoop::new(list, cfg, backend, clock, log, planner, launches, state);
+    let outcome = run.until_end(cancel);
+    // Whatever ended the loop, nothing of this run is left running: progress is saved by the jobs
+    // (SIGTERM) and in the state file.
+    let makespan_s = run.elapsed();
+    let saved = run.stop_all();
+    let interrupted = outcome?;
+    saved?;
+    Ok(run.report(servers, &predicted, makespan_s, interrupted))
+}
+
+/// The run's state to start from: a fresh one, or the state file's when resuming (after cleaning up what
+/// its dead executor left); saved at once under this executor's pid.
+fn open_state(
+    list: &JobList,
+    backend: &mut dyn Backend,
+    cfg: &ExecConfig,
+    jobs_dir: &Path,
+    clock: &dyn Clock,
+    log: &mut dyn FnMut(&str),
+) -> Result<RunState, ExecError> {
     let mut state = if cfg.resume {
         resume_state(list, backend, cfg, log)?
     } else {
-        fresh_state(list, backend, cfg, &jobs_dir)?
+        fresh_state(list, &*backend, cfg, jobs_dir, clock)?
     };
-    std::fs::create_dir_all(&jobs_dir).map_err(|e| ExecError::Io {
+    std::fs::create_dir_all(jobs_dir).map_err(|e| ExecError::Io {
         context: format!("creating {}", jobs_dir.display()),
         source: e,
     })?;
     state.executor_pid = std::process::id();
     state.write(&cfg.state_path)?;
+    Ok(state)
+}
 
-    // Datasets once per workload, before the clock matters.
-    let mut datasets: HashMap<String, Option<PathBuf>> = HashMap::new();
-    let hidden = indicatif::ProgressBar::hidden();
-    for j in &list.jobs {
-        if !datasets.contains_key(&j.spec.origin) {
-            let d = crate::measure::trial::prepare_dataset(&j.spec, &hidden, cancel)
-                .map_err(|e| {
-                    if e.is_input() {
-                        ExecError::Input(InputError::new(&j.spec.origin, e.to_string()))
-                    } else {
-                        ExecError::Other(format!("preparing the dataset of {}: {e}", j.spec.origin))
-                    }
-                })?
-                .map(|(dir, _, _)| dir);
-            datasets.insert(j.spec.origin.clone(), d);
+/// What each job is launched with, the same all run long: its dataset, its workload state file, the
+/// cores its loaders are sized for.
+struct Launches {
+    /// Per spec (by origin): its prepared dataset.
+    datasets: HashMap<String, Option<PathBuf>>,
+    state_files: Vec<PathBuf>,
+    loader: Vec<Cores>,
+}
+
+impl Launches {
+    /// Prepares every dataset (once per workload, before the clock matters) and sizes every job's loaders.
+    fn prepare(
+        list: &JobList,
+        backend: &dyn Backend,
+        jobs_dir: &Path,
+        cancel: &Cancel,
+    ) -> Result<Launches, ExecError> {
+        let mut datasets: HashMap<String, Option<PathBuf>> = HashMap::new();
+        let hidden = indicatif::ProgressBar::hidden();
+        for j in &list.jobs {
+            if !datasets.contains_key(&j.spec.origin) {
+                let d = crate::measure::trial::prepare_dataset(&j.spec, &hidden, cancel)
+                    .map_err(|e| {
+                        if e.is_input() {
+                            ExecError::Input(InputError::new(&j.spec.origin, e.to_string()))
+                        } else {
+                            ExecError::Other(format!(
+                                "preparing the dataset of {}: {e}",
+                                j.spec.origin
+                            ))
+                        }
+                    })?
+                    .map(|(dir, _, _)| dir);
+                datasets.insert(j.spec.origin.clone(), d);
+            }
+        }
+        let state_files = list
+            .jobs
+            .iter()
+            .map(|j| jobs_dir.join(format!("{}.json", j.name)))
+            .collect();
+        let loader = list
+            .jobs
+            .iter()
+            .map(|j| {
+                let m = list.catalog.get(j.model as usize);
+                backend.loader_cpus(m.best_cpus_per_gpu, j.gpus)
+            })
+            .collect();
+        Ok(Launches {
+            datasets,
+            state_files,
+            loader,
+        })
+    }
+
+    /// Job `i` of `list`, as a backend starts it.
+    fn of<'a>(&'a self, list: &'a JobList, i: usize) -> JobLaunch<'a> {
+        let j = &list.jobs[i];
+        JobLaunch {
+            name: &j.name,
+            spec: &j.spec,
+            dataset: self.datasets.get(&j.spec.origin).and_then(|d| d.as_deref()),
+            footprint_bytes: j.footprint_bytes,
+            work: j.work,
+            state_file: &self.state_files[i],
+            loader_cpus: self.loader[i],
         }
     }
-    let state_files: Vec<PathBuf> = list
-        .jobs
-        .iter()
-        .map(|j| jobs_dir.join(format!("{}.json", j.name)))
-        .collect();
-    let loader: Vec<crate::units::Cores> = list
-        .jobs
-        .iter()
-        .map(|j| {
-            let m = list.catalog.get(j.model as usize);
-            let widest = servers
-                .iter()
-                .max_by_key(|s| s.gpus.len())
-                .expect("a backend has a server");
-            loader_cores(m.best_cpus_per_gpu, j.gpus, widest)
-        })
-        .collect();
-    let launch = |i: usize| JobLaunch {
-        name: &list.jobs[i].name,
-        spec: &list.jobs[i].spec,
-        dataset: datasets
-            .get(&list.jobs[i].spec.origin)
-            .and_then(|d| d.as_deref()),
-        footprint_bytes: list.jobs[i].footprint_bytes,
-        work: list.jobs[i].work,
-        state_file: &state_files[i],
-        loader_cpus: loader[i],
-    };
+}
 
-    let elapsed_at_start = (unix_now_s() - state.started_unix_s).max(0.0);
-    let t0 = Instant::now() - Duration::from_secs_f64(elapsed_at_start);
-    let elapsed = || t0.elapsed().as_secs_f64();
-    let mut live: Vec<Live> = list
-        .jobs
-        .iter()
-        .map(|j| Live {
-            allocation: None,
-            last_run_s: j.arrival_s,
-            starved: false,
-        })
-        .collect();
-    let mut next_round = elapsed();
-    let mut rounds = 0u64;
-    let mut saved_at = Instant::now();
-    let mut interrupted = None;
+/// A run between its start and its end: the round loop and everything it reads and changes.
+struct RoundLoop<'a, 'b> {
+    list: &'a JobList,
+    cfg: &'a ExecConfig,
+    backend: &'b mut dyn Backend,
+    clock: &'b mut dyn Clock,
+    log: &'b mut dyn FnMut(&str),
+    planner: Planner,
+    launches: Launches,
+    state: RunState,
+    live: Vec<Live>,
+    /// The run's start on the monotonic clock (before this executor's own when it resumes).
+    t0: f64,
+    next_round: f64,
+    /// Rounds planned by this executor.
+    rounds: u64,
+    saved_at: f64,
+}
 
-    let outcome: Result<(), ExecError> = (|| loop {
-        if let Some(sig) = cancel.signal() {
-            interrupted = Some(sig);
-            return Ok(());
+impl<'a, 'b> RoundLoop<'a, 'b> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        list: &'a JobList,
+        cfg: &'a ExecConfig,
+        backend: &'b mut dyn Backend,
+        clock: &'b mut dyn Clock,
+        log: &'b mut dyn FnMut(&str),
+        planner: Planner,
+        launches: Launches,
+        state: RunState,
+    ) -> Self {
+        let elapsed_at_start = (clock.unix_s() - state.started_unix_s).max(0.0);
+        let t0 = clock.monotonic_s() - elapsed_at_start;
+        let live = list
+            .jobs
+            .iter()
+            .map(|j| Live {
+                allocation: None,
+                last_run_s: j.arrival_s,
+                starved: false,
+            })
+            .collect();
+        let saved_at = clock.monotonic_s();
+        RoundLoop {
+            list,
+            cfg,
+            backend,
+            clock,
+            log,
+            planner,
+            launches,
+            state,
+            live,
+            t0,
+            next_round: elapsed_at_start,
+            rounds: 0,
+            saved_at,
         }
-        let now = elapsed();
+    }
+
+    /// Seconds since the run started.
+    fn elapsed(&self) -> f64 {
+        self.clock.monotonic_s() - self.t0
+    }
+
+    /// Polls, plans and saves until every job has ended (`None`) or a signal arrives (`Some`).
+    fn until_end(&mut self, cancel: &Cancel) -> Result<Option<i32>, ExecError> {
+        loop {
+            if let Some(sig) = cancel.signal() {
+                return Ok(Some(sig));
+            }
+            let now = self.elapsed();
+            let mut changed = self.poll_jobs(now)?;
+            if self
+                .state
+                .jobs
+                .iter()
+                .all(|r| matches!(r.status, JobStatus::Done | JobStatus::Failed))
+            {
+                return Ok(None);
+            }
+            if now >= self.next_round {
+                self.rounds += 1;
+                self.round(now)?;
+                while self.next_round <= now {
+                    self.next_round += self.cfg.round_s;
+                }
+                changed = true;
+            }
+            if changed || self.clock.monotonic_s() - self.saved_at >= SAVE_EVERY.as_secs_f64() {
+                self.state.write(&self.cfg.state_path)?;
+                self.saved_at = self.clock.monotonic_s();
+            }
+            self.clock.sleep(TICK);
+        }
+    }
+
+    /// Reads every started job's progress; records those that finished and retries or fails those that
+    /// crashed. Returns whether any job changed state.
+    fn poll_jobs(&mut self, now: f64) -> Result<bool, ExecError> {
         let mut changed = false;
-        for (i, rec) in state.jobs.iter_mut().enumerate() {
+        for i in 0..self.state.jobs.len() {
+            let rec = &mut self.state.jobs[i];
             if !matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
                 continue;
             }
-            let p = backend.poll(&rec.name)?;
+            let p = self.backend.poll(&rec.name)?;
             rec.samples_done = p.samples_done;
-            let work_done = match list.jobs[i].work {
+            let work_done = match self.list.jobs[i].work {
                 Work::Samples(n) => p.samples_done >= n,
                 Work::Steps(n) => p.steps_done >= n,
             };
             match p.exit {
-                Some(x) if !x.success => {
-                    let tail = if x.stderr_tail.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; its stderr ends with:\n{}", x.stderr_tail)
-                    };
-                    if rec.retries >= cfg.max_retries {
-                        let msg = format!(
-                            "job `{}` failed ({}) after {} retries{tail}",
-                            rec.name, x.status, rec.retries
-                        );
-                        log(&msg);
-                        rec.error = Some(msg);
-                        rec.status = JobStatus::Failed;
-                        backend.stop(&rec.name)?;
-                        rec.allocation = None;
-                        rec.handle = None;
-                        live[i].allocation = None;
-                    } else {
-                        rec.retries += 1;
-                        log(&format!(
-                            "job `{}` crashed ({}); retry {} of {}{tail}",
-                            rec.name, x.status, rec.retries, cfg.max_retries
-                        ));
-                        backend.restart(&launch(i))?;
-                        rec.handle = backend.handle(&rec.name);
-                    }
-                    changed = true;
-                }
-                Some(_) => {
-                    finish(rec, backend, &mut live[i], now, log)?;
-                    changed = true;
-                }
-                None if work_done => {
-                    finish(rec, backend, &mut live[i], now, log)?;
-                    changed = true;
-                }
-                None => {}
-            }
-        }
-        if state
-            .jobs
-            .iter()
-            .all(|r| matches!(r.status, JobStatus::Done | JobStatus::Failed))
-        {
-            return Ok(());
-        }
-        if now >= next_round {
-            rounds += 1;
-            round(
-                list,
-                &mut planner,
-                backend,
-                &mut state,
-                &mut live,
-                &launch,
-                now,
-                cfg.round_s,
-                rounds,
-                log,
-            )?;
-            while next_round <= now {
-                next_round += cfg.round_s;
+                Some(x) if !x.success => self.crashed(i, &x)?,
+                Some(_) => self.finish(i, now)?,
+                None if work_done => self.finish(i, now)?,
+                None => continue,
             }
             changed = true;
         }
-        if changed || saved_at.elapsed() >= SAVE_EVERY {
-            state.write(&cfg.state_path)?;
-            saved_at = Instant::now();
-        }
-        std::thread::sleep(TICK);
-    })();
+        Ok(changed)
+    }
 
-    // Whatever ended the loop, nothing of this run is left running: progress is saved by the jobs
-    // (SIGTERM) and in the state file.
-    let makespan_s = elapsed();
-    for (i, rec) in state.jobs.iter_mut().enumerate() {
-        if matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
-            if let Ok(p) = backend.poll(&rec.name) {
-                rec.samples_done = p.samples_done;
-            }
-            let _ = backend.stop(&rec.name);
-            rec.status = JobStatus::Waiting;
+    /// Job `i` crashed: started again with the same allocation, or failed once out of retries.
+    fn crashed(&mut self, i: usize, x: &JobExit) -> Result<(), ExecError> {
+        let tail = if x.stderr_tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr ends with:\n{}", x.stderr_tail)
+        };
+        let rec = &mut self.state.jobs[i];
+        if rec.retries >= self.cfg.max_retries {
+            let msg = format!(
+                "job `{}` failed ({}) after {} retries{tail}",
+                rec.name, x.status, rec.retries
+            );
+            (self.log)(&msg);
+            rec.error = Some(msg);
+            rec.status = JobStatus::Failed;
+            self.backend.stop(&rec.name)?;
             rec.allocation = None;
             rec.handle = None;
-            live[i].allocation = None;
+            self.live[i].allocation = None;
+        } else {
+            rec.retries += 1;
+            (self.log)(&format!(
+                "job `{}` crashed ({}); retry {} of {}{tail}",
+                rec.name, x.status, rec.retries, self.cfg.max_retries
+            ));
+            self.backend.restart(&self.launches.of(self.list, i))?;
+            rec.handle = self.backend.handle(&rec.name);
         }
+        Ok(())
     }
-    let saved = state.write(&cfg.state_path);
-    outcome?;
-    saved?;
 
-    let mut results = Vec::new();
-    for (i, (j, rec)) in list.jobs.iter().zip(&state.jobs).enumerate() {
-        let real = rec.finish_s.map(|f| f - j.arrival_s);
-        let pred = predicted[i];
-        results.push(JobResult {
-            name: j.name.clone(),
-            workload: j.spec.name.clone(),
-            gpus: j.gpus,
-            samples: j.work_samples(),
-            arrival_s: j.arrival_s,
-            status: rec.status,
-            real_jct_s: real,
-            predicted_jct_s: pred,
-            difference: real.zip(pred).map(|(r, p)| (r - p) / p),
-            retries: rec.retries,
-            restarts: rec.restarts,
-            error: rec.error.clone(),
-        });
+    /// Job `i` did its work: its JCT counts from `now`, and nothing of it is left.
+    fn finish(&mut self, i: usize, now: f64) -> Result<(), ExecError> {
+        let rec = &mut self.state.jobs[i];
+        rec.status = JobStatus::Done;
+        rec.finish_s = Some(now);
+        self.backend.stop(&rec.name)?;
+        rec.allocation = None;
+        rec.handle = None;
+        self.live[i].allocation = None;
+        (self.log)(&format!("job `{}` done at {now:.1} s", rec.name));
+        Ok(())
     }
-    let both: Vec<(f64, f64)> = results
-        .iter()
-        .filter_map(|r| r.real_jct_s.zip(r.predicted_jct_s))
-        .collect();
-    let (mean_real, mean_pred) = if both.is_empty() {
-        (None, None)
-    } else {
-        let n = both.len() as f64;
-        (
-            Some(both.iter().map(|b| b.0).sum::<f64>() / n),
-            Some(both.iter().map(|b| b.1).sum::<f64>() / n),
-        )
-    };
-    Ok(RunReport {
-        job_list: list.path.display().to_string(),
-        backend: backend.name().to_string(),
-        policy: cfg.policy.clone(),
-        mechanism: cfg.mechanism.clone(),
-        round_s: cfg.round_s,
-        servers,
-        jobs: results,
-        mean_real_jct_s: mean_real,
-        mean_predicted_jct_s: mean_pred,
-        mean_difference: mean_real.zip(mean_pred).map(|(r, p)| (r - p) / p),
-        rounds,
-        makespan_s,
-        interrupted,
-    })
-}
 
-fn finish(
-    rec: &mut JobRecord,
-    backend: &mut dyn Backend,
-    live: &mut Live,
-    now: f64,
-    log: &mut dyn FnMut(&str),
-) -> Result<(), ExecError> {
-    rec.status = JobStatus::Done;
-    rec.finish_s = Some(now);
-    backend.stop(&rec.name)?;
-    rec.allocation = None;
-    rec.handle = None;
-    live.allocation = None;
-    log(&format!("job `{}` done at {now:.1} s", rec.name));
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn round<'a>(
-    list: &'a JobList,
-    planner: &mut Planner,
-    backend: &mut dyn Backend,
-    state: &mut RunState,
-    live: &mut [Live],
-    launch: &dyn Fn(usize) -> JobLaunch<'a>,
-    now: f64,
-    round_s: f64,
-    number: u64,
-    log: &mut dyn FnMut(&str),
-) -> Result<(), ExecError> {
-    let active: Vec<usize> = (0..list.jobs.len())
-        .filter(|&i| {
-            list.jobs[i].arrival_s <= now
-                && matches!(
-                    state.jobs[i].status,
-                    JobStatus::Waiting | JobStatus::Running | JobStatus::Paused
-                )
-        })
-        .collect();
-    if active.is_empty() {
-        return Ok(());
-    }
-    let mut states: Vec<JobState> = active
-        .iter()
-        .map(|&i| {
-            let j = &list.jobs[i];
-            let left = j.work_samples().saturating_sub(state.jobs[i].samples_done);
-            let mut s = job_state(
-                list,
-                i,
-                left.div_ceil(j.batch_size as u64),
-                state.jobs[i].attained_s,
-            );
-            s.last_run_s = live[i].last_run_s;
-            s.starved = live[i].starved;
-            s
-        })
-        .collect();
-    let previous: Vec<Option<Allocation>> =
-        active.iter().map(|&i| live[i].allocation.clone()).collect();
-    let plan = planner.plan(&mut states, &previous, now);
-    for (k, &i) in active.iter().enumerate() {
-        live[i].starved = states[k].starved;
-    }
-    let mut lines = vec![format!("round {number} at {now:.1} s:")];
-    // Pauses first, so the cores they free are free before anyone grows into them.
-    for (k, &i) in active.iter().enumerate() {
-        let rec = &mut state.jobs[i];
-        if plan.allocations[k].is_none() && rec.status == JobStatus::Running {
-            backend.pause(&rec.name)?;
-            rec.status = JobStatus::Paused;
-            lines.push(format!("  {:<16} paused", rec.name));
-        } else if plan.allocations[k].is_none() {
-            lines.push(format!("  {:<16} waits", rec.name));
+    /// One round at `now`: plans the arrived, unfinished jobs and applies the plan, then logs it.
+    fn round(&mut self, now: f64) -> Result<(), ExecError> {
+        let active: Vec<usize> = (0..self.list.jobs.len())
+            .filter(|&i| {
+                self.list.jobs[i].arrival_s <= now
+                    && matches!(
+                        self.state.jobs[i].status,
+                        JobStatus::Waiting | JobStatus::Running | JobStatus::Paused
+                    )
+            })
+            .collect();
+        if active.is_empty() {
+            return Ok(());
         }
-    }
-    // Then changes to running and paused jobs, then starts.
-    for pass in 0..2 {
+        let allocations = self.plan(&active, now);
+        let mut lines = vec![format!("round {} at {now:.1} s:", self.rounds)];
+        // Pauses first, so the cores they free are free before anyone grows into them.
         for (k, &i) in active.iter().enumerate() {
-            let Some(a) = &plan.allocations[k] else {
-                continue;
-            };
-            let rec = &mut state.jobs[i];
-            let started = rec.status != JobStatus::Waiting;
-            if (pass == 0) != started {
-                continue;
+            if allocations[k].is_none() {
+                lines.push(self.leave_out(i)?);
             }
-            let what = if !started {
-                backend.start(&launch(i), a)?;
-                match backend.poll(&rec.name)?.samples_done {
-                    0 => "started".to_string(),
-                    n => format!("started from {n} samples"),
+        }
+        // Then changes to running and paused jobs, then starts.
+        for starts in [false, true] {
+            for (k, &i) in active.iter().enumerate() {
+                let Some(a) = &allocations[k] else {
+                    continue;
+                };
+                if starts == (self.state.jobs[i].status == JobStatus::Waiting) {
+                    lines.push(self.give(i, a, now)?);
                 }
-            } else {
-                let mut what = "runs";
-                if live[i].allocation.as_ref() != Some(a) {
-                    what = match backend.reallocate(&launch(i), a)? {
-                        Change::Live => "resized live",
-                        Change::Restarted => {
-                            rec.restarts += 1;
-                            "restarted from its saved progress"
-                        }
-                        Change::Same => "runs",
-                    };
-                }
-                if rec.status == JobStatus::Paused {
-                    backend.resume(&rec.name)?;
-                    what = if what == "runs" { "resumed" } else { what };
-                }
-                what.to_string()
-            };
-            rec.status = JobStatus::Running;
-            rec.rounds_run += 1;
-            rec.attained_s += round_s;
-            rec.allocation = Some(a.clone());
-            rec.handle = backend.handle(&rec.name);
-            live[i].allocation = Some(a.clone());
-            live[i].last_run_s = now + round_s;
-            lines.push(format!("  {:<16} {} ({what})", rec.name, fmt_alloc(a)));
+            }
+        }
+        (self.log)(&lines.join("\n"));
+        Ok(())
+    }
+
+    /// What the planner gives each of the `active` jobs (same order) for the round at `now`.
+    fn plan(&mut self, active: &[usize], now: f64) -> Vec<Option<Allocation>> {
+        let mut states: Vec<JobState> = active
+            .iter()
+            .map(|&i| {
+                let j = &self.list.jobs[i];
+                let rec = &self.state.jobs[i];
+                let left = j.work_samples().saturating_sub(rec.samples_done);
+                let mut s = job_state(
+                    self.list,
+                    i,
+                    left.div_ceil(j.batch_size as u64),
+                    rec.attained_s,
+                );
+                s.last_run_s = self.live[i].last_run_s;
+                s.starved = self.live[i].starved;
+                s
+            })
+            .collect();
+        let previous: Vec<Option<Allocation>> = active
+            .iter()
+            .map(|&i| self.live[i].allocation.clone())
+            .collect();
+        let plan = self.planner.plan(&mut states, &previous, now);
+        for (k, &i) in active.iter().enumerate() {
+            self.live[i].starved = states[k].starved;
+        }
+        plan.allocations
+    }
+
+    /// Job `i` gets nothing this round: paused if it runs, else it waits. Returns its line of the log.
+    fn leave_out(&mut self, i: usize) -> Result<String, ExecError> {
+        let rec = &mut self.state.jobs[i];
+        if rec.status == JobStatus::Running {
+            self.backend.pause(&rec.name)?;
+            rec.status = JobStatus::Paused;
+            Ok(format!("  {:<16} paused", rec.name))
+        } else {
+            Ok(format!("  {:<16} waits", rec.name))
         }
     }
-    log(&lines.join("\n"));
-    Ok(())
+
+    /// Job `i` holds `a` for the round at `now`: started, resized, resumed or left as it runs. Returns
+    /// its line of the log.
+    fn give(&mut self, i: usize, a: &Allocation, now: f64) -> Result<String, ExecError> {
+        let launch = self.launches.of(self.list, i);
+        let rec = &mut self.state.jobs[i];
+        let what = if rec.status == JobStatus::Waiting {
+            self.backend.start(&launch, a)?;
+            match self.backend.poll(&rec.name)?.samples_done {
+                0 => "started".to_string(),
+                n => format!("started from {n} samples"),
+            }
+        } else {
+            let mut what = "runs";
+            if self.live[i].allocation.as_ref() != Some(a) {
+                what = match self.backend.reallocate(&launch, a)? {
+                    Change::Live => "resized live",
+                    Change::Restarted => {
+                        rec.restarts += 1;
+                        "restarted from its saved progress"
+                    }
+                    Change::Same => "runs",
+                };
+            }
+            if rec.status == JobStatus::Paused {
+                self.backend.resume(&rec.name)?;
+                what = if what == "runs" { "resumed" } else { what };
+            }
+            what.to_string()
+        };
+        let round_s = self.cfg.round_s;
+        rec.status = JobStatus::Running;
+        rec.rounds_run += 1;
+        rec.attained_s += round_s;
+        rec.allocation = Some(a.clone());
+        rec.handle = self.backend.handle(&rec.name);
+        self.live[i].allocation = Some(a.clone());
+        self.live[i].last_run_s = now + round_s;
+        Ok(format!("  {:<16} {} ({what})", rec.name, fmt_alloc(a)))
+    }
+
+    /// Stops every job still started, keeping its progress (it continues on `--resume`), and saves the
+    /// state file.
+    fn stop_all(&mut self) -> Result<(), ExecError> {
+        for (i, rec) in self.state.jobs.iter_mut().enumerate() {
+            if matches!(rec.status, JobStatus::Running | JobStatus::Paused) {
+                if let Ok(p) = self.backend.poll(&rec.name) {
+                    rec.samples_done = p.samples_done;
+                }
+                let _ = self.backend.stop(&rec.name);
+                rec.status = JobStatus::Waiting;
+                rec.allocation = None;
+                rec.handle = None;
+                self.live[i].allocation = None;
+            }
+        }
+        self.state.write(&self.cfg.state_path)
+    }
+
+    /// The run's report: every job's real JCT beside its `predicted` one.
+    fn report(
+        &self,
+        servers: Vec<ServerInfo>,
+        predicted: &[Option<f64>],
+        makespan_s: f64,
+        interrupted: Option<i32>,
+    ) -> RunReport {
+        let (list, cfg) = (self.list, self.cfg);
+        let mut results = Vec::new();
+        for (i, (j, rec)) in list.jobs.iter().zip(&self.state.jobs).enumerate() {
+            let real = rec.finish_s.map(|f| f - j.arrival_s);
+            let pred = predicted[i];
+            results.push(JobResult {
+                name: j.name.clone(),
+                workload: j.spec.name.clone(),
+                gpus: j.gpus,
+                samples: j.work_samples(),
+                arrival_s: j.arrival_s,
+                status: rec.status,
+                real_jct_s: real,
+                predicted_jct_s: pred,
+                difference: real.zip(pred).map(|(r, p)| (r - p) / p),
+                retries: rec.retries,
+                restarts: rec.restarts,
+                error: rec.error.clone(),
+            });
+        }
+        let both: Vec<(f64, f64)> = results
+            .iter()
+            .filter_map(|r| r.real_jct_s.zip(r.predicted_jct_s))
+            .collect();
+        let (mean_real, mean_pred) = if both.is_empty() {
+            (None, None)
+        } else {
+            let n = both.len() as f64;
+            (
+                Some(both.iter().map(|b| b.0).sum::<f64>() / n),
+                Some(both.iter().map(|b| b.1).sum::<f64>() / n),
+            )
+        };
+        RunReport {
+            job_list: list.path.display().to_string(),
+            backend: self.backend.name().to_string(),
+            policy: cfg.policy.clone(),
+            mechanism: cfg.mechanism.clone(),
+            round_s: cfg.round_s,
+            servers,
+            jobs: results,
+            mean_real_jct_s: mean_real,
+            mean_predicted_jct_s: mean_pred,
+            mean_difference: mean_real.zip(mean_pred).map(|(r, p)| (r - p) / p),
+            rounds: self.rounds,
+            makespan_s,
+            interrupted,
+        }
+    }
 }
 
 fn fresh_state(
@@ -677,6 +840,7 @@ fn fresh_state(
     backend: &dyn Backend,
     cfg: &ExecConfig,
     jobs_dir: &Path,
+    clock: &dyn Clock,
 ) -> Result<RunState, ExecError> {
     // A new run starts every job from zero: earlier progress files of these jobs go.
     for j in &list.jobs {
@@ -699,7 +863,7 @@ fn fresh_state(
         policy: cfg.policy.clone(),
         mechanism: cfg.mechanism.clone(),
         round_s: cfg.round_s,
-        started_unix_s: unix_now_s(),
+        started_unix_s: clock.unix_s(),
         executor_pid: std::process::id(),
         jobs: list
             .jobs
@@ -772,13 +936,10 @@ fn resume_state(
         .into());
     }
     let handles: Vec<super::JobHandle> = st.jobs.iter().filter_map(|j| j.handle.clone()).collect();
-    let removed = backend.clean_orphans(&handles)?;
-    let stale =
-        crate::isolate::cgroup::cleanup_stale(&super::local::domain_prefix(st.executor_pid));
-    if removed + stale > 0 {
+    let removed = backend.clean_orphans(st.executor_pid, &handles)?;
+    if removed > 0 {
         log(&format!(
-            "resume: removed {} job(s) left by executor {}",
-            removed.max(stale),
+            "resume: removed {removed} job(s) left by executor {}",
             st.executor_pid
         ));
     }
@@ -794,4 +955,429 @@ fn resume_state(
     st.mechanism = cfg.mechanism.clone();
     st.round_s = cfg.round_s;
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The round loop through the fake backend on a fake clock (0.25 s per poll): every test checks the
+    //! exact calls the executor made, when, and what it reported.
+
+    use super::*;
+    use crate::exec::fake::{Call, FakeBackend, FakeClock, FakeTime, DIED, SIGTERM};
+    use crate::exec::state::JobStatus;
+
+    const STEP_S: f64 = 0.25;
+
+    /// A job list in `dir` of (name, profile, samples, arrival_s); each profile's spec launches nothing
+    /// and reads no dataset, so nothing is prepared.
+    fn job_list(dir: &Path, jobs: &[(&str, &str, u64, f64)]) -> JobList {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut text = String::new();
+        for (name, profile, samples, arrival) in jobs {
+            let spec = dir.join(format!("{profile}.toml"));
+            std::fs::write(
+                &spec,
+                format!("name = \"{profile}\"\ncommand = [\"true\"]\nbatch_size = 32\n"),
+            )
+            .unwrap();
+            text.push_str(&format!(
+                "[[job]]\nname = \"{name}\"\nworkload = \"{}\"\nprofile = \"{}\"\nsamples = {samples}\narrival_s = {arrival}\n\n",
+                spec.display(),
+                root.join("profiles").join(format!("{profile}.json")).display()
+            ));
+        }
+        let path = dir.join("jobs.toml");
+        std::fs::write(&path, text).unwrap();
+        JobList::read(&path).unwrap()
+    }
+
+    fn config(dir: &Path, policy: &str, mechanism: &str, max_retries: u32) -> ExecConfig {
+        ExecConfig {
+            policy: policy.into(),
+            mechanism: mechanism.into(),
+            round_s: 2.0,
+            max_retries,
+            state_path: dir.join("jobs.state.json"),
+            resume: false,
+        }
+    }
+
+    /// Runs `list` on `backend` with `clock`; the report and the lines logged.
+    fn go(
+        list: &JobList,
+        backend: &mut FakeBackend,
+        cfg: &ExecConfig,
+        cancel: &Cancel,
+        clock: &mut FakeClock,
+    ) -> (RunReport, String) {
+        let mut lines = Vec::new();
+        let report = run_on(
+            list,
+            backend,
+            cfg,
+            cancel,
+            &mut |l: &str| lines.push(l.to_string()),
+            clock,
+        )
+        .unwrap();
+        (report, lines.join("\n"))
+    }
+
+    fn result<'r>(r: &'r RunReport, name: &str) -> &'r JobResult {
+        r.jobs.iter().find(|j| j.name == name).unwrap()
+    }
+
+    fn start(from: u64, gpus: &[u32]) -> Call {
+        Call::Start {
+            gpus: gpus.to_vec(),
+            from,
+        }
+    }
+
+    #[test]
+    fn jobs_start_at_the_first_round_after_they_arrive_and_queue_for_free_gpus() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two GPUs: b and c arrive together at 3 s, b takes the free GPU at the round at 4 s and c waits
+        // until b's GPU is free again.
+        let list = job_list(
+            dir.path(),
+            &[
+                ("a", "text", 8000, 0.0),
+                ("b", "text", 2000, 3.0),
+                ("c", "text", 2000, 3.0),
+            ],
+        );
+        let time = FakeTime::default();
+        let mut backend = FakeBackend::new(&time, 2, 8, 64, 1000.0);
+        let cfg = config(dir.path(), "fifo", "proportional", 0);
+        let (report, log) = go(
+            &list,
+            &mut backend,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        let gpus = |job: &str| match &backend.calls(job)[0] {
+            Call::Start { gpus, .. } => gpus.clone(),
+            other => panic!("{job} began with {other:?}"),
+        };
+        let (a, b) = (gpus("a"), gpus("b"));
+        assert!(a.len() == 1 && b.len() == 1 && a != b, "{a:?} {b:?}");
+        assert_eq!(gpus("c"), b);
+        for (job, times) in [("a", [0.0, 8.0]), ("b", [4.0, 6.0]), ("c", [6.0, 8.0])] {
+            assert_eq!(
+                backend.calls(job),
+                [start(0, &gpus(job)), Call::Stop],
+                "{job}"
+            );
+            assert_eq!(backend.times(job), times, "{job}");
+        }
+        assert!(
+            log.contains("round 3 at 4.0 s:\n  c                waits\n"),
+            "{log}"
+        );
+        assert!(log.contains("job `b` done at 6.0 s"), "{log}");
+        let jcts: Vec<Option<f64>> = ["a", "b", "c"]
+            .iter()
+            .map(|j| result(&report, j).real_jct_s)
+            .collect();
+        assert_eq!(jcts, [Some(8.0), Some(3.0), Some(5.0)]);
+        assert!(report
+            .jobs
+            .iter()
+            .all(|j| j.status == JobStatus::Done && j.predicted_jct_s.is_some()));
+        // Rounds at 0, 2, 4 and 6 s; at 8 s every job is done before a fifth.
+        assert_eq!((report.rounds, report.makespan_s), (4, 8.0));
+        assert_eq!(report.interrupted, None);
+        // The state file says the same.
+        let st = RunState::read(&cfg.state_path).unwrap();
+        assert!(st
+            .jobs
+            .iter()
+            .all(|j| j.status == JobStatus::Done && j.handle.is_none() && j.allocation.is_none()));
+        assert_eq!(st.jobs[1].finish_s, Some(6.0));
+    }
+
+    /// Two equal jobs on one GPU under LAS: they take turns, round by round.
+    fn taking_turns(dir: &Path) -> (JobList, ExecConfig) {
+        let list = job_list(dir, &[("a", "text", 6400, 0.0), ("b", "text", 6400, 0.0)]);
+        (list, config(dir, "las", "proportional", 0))
+    }
+
+    #[test]
+    fn a_job_that_loses_its_gpu_is_paused_and_resumed_where_it_stood() {
+        let dir = tempfile::tempdir().unwrap();
+        let (list, cfg) = taking_turns(dir.path());
+        let time = FakeTime::default();
+        let mut backend = FakeBackend::new(&time, 1, 4, 64, 1600.0);
+        let (report, log) = go(
+            &list,
+            &mut backend,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        let turns = [start(0, &[0]), Call::Pause, Call::Resume, Call::Stop];
+        assert_eq!(backend.calls("a"), turns);
+        assert_eq!(backend.times("a"), [0.0, 2.0, 4.0, 6.0]);
+        assert_eq!(backend.calls("b"), turns);
+        assert_eq!(backend.times("b"), [2.0, 4.0, 6.0, 8.0]);
+        // Pauses go first, so the GPU is free before b takes it.
+        let seq: Vec<(&str, &Call)> = backend
+            .sequence()
+            .iter()
+            .filter(|c| c.0 == 2.0)
+            .map(|c| (c.1.as_str(), &c.2))
+            .collect();
+        assert_eq!(seq, [("a", &Call::Pause), ("b", &start(0, &[0]))]);
+        assert!(
+            log.contains("  a                paused\n  b                gpu 0"),
+            "{log}"
+        );
+        assert!(log.contains("(resumed)"), "{log}");
+        // Paused, a made no progress: two rounds of work each, done one after the other.
+        assert_eq!(result(&report, "a").real_jct_s, Some(6.0));
+        assert_eq!(result(&report, "b").real_jct_s, Some(8.0));
+        assert_eq!(result(&report, "a").restarts, 0);
+    }
+
+    #[test]
+    fn tune_resizes_a_running_job_live_when_another_arrives_and_when_it_leaves() {
+        let dir = tempfile::tempdir().unwrap();
+        // Two GPUs, two cores: alone, `first` gets its best case (the image profile's 1.25 cores per
+        // GPU); with `second` beside it, each gets its proportional core.
+        let list = job_list(
+            dir.path(),
+            &[
+                ("first", "image", 6000, 0.0),
+                ("second", "image", 1000, 3.0),
+            ],
+        );
+        let best = list
+            .catalog
+            .get(list.jobs[0].model as usize)
+            .best_cpus_per_gpu;
+        assert!(best > 1.0 && best < 2.0, "{best}");
+        let time = FakeTime::default();
+        let mut backend = FakeBackend::new(&time, 2, 2, 64, 500.0);
+        let cfg = config(dir.path(), "fifo", "tune", 0);
+        let (report, log) = go(
+            &list,
+            &mut backend,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        let calls = backend.calls("first");
+        let Call::Start { gpus, .. } = &calls[0] else {
+            panic!("{calls:?}");
+        };
+        let resize = |cpus: f64| Call::Reallocate {
+            gpus: gpus.clone(),
+            cpus,
+            change: Change::Live,
+        };
+        assert_eq!(
+            calls,
+            [start(0, gpus), resize(1.0), resize(best), Call::Stop],
+            "{log}"
+        );
+        assert_eq!(backend.times("first"), [0.0, 4.0, 6.0, 12.0]);
+        // Shrunk before the newcomer starts, in the same round.
+        let at4: Vec<&str> = backend
+            .sequence()
+            .iter()
+            .filter(|c| c.0 == 4.0)
+            .map(|c| c.1.as_str())
+            .collect();
+        assert_eq!(at4, ["first", "second"]);
+        assert!(log.contains("(resized live)"), "{log}");
+        assert_eq!(result(&report, "first").restarts, 0);
+        assert_eq!(result(&report, "second").real_jct_s, Some(3.0));
+    }
+
+    #[test]
+    fn a_crashed_job_is_restarted_from_its_progress_and_one_that_keeps_crashing_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = job_list(
+            dir.path(),
+            &[("flaky", "text", 3000, 0.0), ("broken", "text", 3000, 0.0)],
+        );
+        let time = FakeTime::default();
+        let mut backend = FakeBackend::new(&time, 2, 4, 64, 1000.0)
+            .crash_at("flaky", &[1000])
+            .crash_at("broken", &[500, 1000, 1500]);
+        let cfg = config(dir.path(), "fifo", "proportional", 2);
+        let (report, log) = go(
+            &list,
+            &mut backend,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        let gpus = |job: &str| match &backend.calls(job)[0] {
+            Call::Start { gpus, .. } => gpus.clone(),
+            other => panic!("{job} began with {other:?}"),
+        };
+        assert_eq!(
+            backend.calls("flaky"),
+            [
+                start(0, &gpus("flaky")),
+                Call::Restart { from: 1000 },
+                Call::Stop
+            ]
+        );
+        assert_eq!(backend.times("flaky"), [0.0, 1.0, 3.0]);
+        assert_eq!(
+            backend.calls("broken"),
+            [
+                start(0, &gpus("broken")),
+                Call::Restart { from: 500 },
+                Call::Restart { from: 1000 },
+                Call::Stop
+            ]
+        );
+        assert_eq!(backend.times("broken"), [0.0, 0.5, 1.0, 1.5]);
+        let flaky = result(&report, "flaky");
+        assert_eq!(
+            (flaky.status, flaky.retries, flaky.real_jct_s),
+            (JobStatus::Done, 1, Some(3.0))
+        );
+        let broken = result(&report, "broken");
+        assert_eq!((broken.status, broken.retries), (JobStatus::Failed, 2));
+        assert_eq!(
+            broken.error.as_deref(),
+            Some("job `broken` failed (exit status 3) after 2 retries; its stderr ends with:\nboom at 1500")
+        );
+        assert!(
+            log.contains("job `broken` crashed (exit status 3); retry 1 of 2; its stderr ends with:\nboom at 500"),
+            "{log}"
+        );
+        let st = RunState::read(&cfg.state_path).unwrap();
+        assert_eq!(st.jobs[1].samples_done, 1500);
+    }
+
+    #[test]
+    fn an_interrupted_run_stops_every_job_and_resumes_from_their_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let (list, mut cfg) = taking_turns(dir.path());
+        let time = FakeTime::default();
+        let cancel = Cancel::new();
+        let mut first = FakeBackend::new(&time, 1, 4, 64, 1600.0);
+        let (report, _) = go(
+            &list,
+            &mut first,
+            &cfg,
+            &cancel,
+            &mut FakeClock::new(&time, STEP_S).signal_at(3.0, &cancel),
+        );
+        assert_eq!(report.interrupted, Some(SIGTERM));
+        assert_eq!(report.makespan_s, 3.0);
+        // Every job stopped, a while paused and b while running, each with its progress saved.
+        assert_eq!(first.calls("a"), [start(0, &[0]), Call::Pause, Call::Stop]);
+        assert_eq!(first.calls("b"), [start(0, &[0]), Call::Stop]);
+        let st = RunState::read(&cfg.state_path).unwrap();
+        let saved: Vec<(JobStatus, u64, bool)> = st
+            .jobs
+            .iter()
+            .map(|j| (j.status, j.samples_done, j.handle.is_none()))
+            .collect();
+        assert_eq!(
+            saved,
+            [
+                (JobStatus::Waiting, 3200, true),
+                (JobStatus::Waiting, 1600, true)
+            ]
+        );
+
+        cfg.resume = true;
+        let mut second = FakeBackend::new(&time, 1, 4, 64, 1600.0);
+        let (report, log) = go(
+            &list,
+            &mut second,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        // Nothing was left to clean up, and each job went on from its own saved progress.
+        assert_eq!(second.orphan_calls, [(std::process::id(), vec![])]);
+        assert!(!log.contains("resume: removed"), "{log}");
+        assert_eq!(second.calls("a"), [start(3200, &[0]), Call::Stop]);
+        assert_eq!(second.times("a"), [3.0, 5.0]);
+        assert_eq!(second.calls("b"), [start(1600, &[0]), Call::Stop]);
+        assert_eq!(second.times("b"), [5.0, 8.0]);
+        assert!(log.contains("(started from 3200 samples)"), "{log}");
+        // JCTs count from the first executor's start.
+        assert_eq!(result(&report, "a").real_jct_s, Some(5.0));
+        assert_eq!(result(&report, "b").real_jct_s, Some(8.0));
+        // Rounds at 3, 5 and 7 s by this executor.
+        assert_eq!((report.rounds, report.interrupted), (3, None));
+    }
+
+    #[test]
+    fn a_killed_executor_s_jobs_are_cleaned_up_on_resume_and_continue() {
+        let dir = tempfile::tempdir().unwrap();
+        let (list, mut cfg) = taking_turns(dir.path());
+        let time = FakeTime::default();
+        let mut first = FakeBackend::new(&time, 1, 4, 64, 1600.0);
+        let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            go(
+                &list,
+                &mut first,
+                &cfg,
+                &Cancel::new(),
+                &mut FakeClock::new(&time, STEP_S).die_at(3.0),
+            )
+        }))
+        .expect_err("the executor died");
+        assert_eq!(
+            died.downcast_ref::<String>().map(String::as_str),
+            Some(DIED)
+        );
+        // Nothing was stopped: the state file still names both jobs' domains, as of the round at 2 s.
+        assert!(
+            first.calls("b") == [start(0, &[0])],
+            "{:?}",
+            first.calls("b")
+        );
+        let st = RunState::read(&cfg.state_path).unwrap();
+        let left: Vec<(JobStatus, Option<String>)> = st
+            .jobs
+            .iter()
+            .map(|j| (j.status, j.handle.clone().and_then(|h| h.domain)))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (JobStatus::Paused, Some("fake-a".into())),
+                (JobStatus::Running, Some("fake-b".into()))
+            ]
+        );
+
+        cfg.resume = true;
+        let mut second = FakeBackend::new(&time, 1, 4, 64, 1600.0);
+        let (report, log) = go(
+            &list,
+            &mut second,
+            &cfg,
+            &Cancel::new(),
+            &mut FakeClock::new(&time, STEP_S),
+        );
+        let pid = std::process::id();
+        assert_eq!(
+            second.orphan_calls,
+            [(pid, vec!["fake-a".to_string(), "fake-b".to_string()])]
+        );
+        assert!(
+            log.starts_with(&format!(
+                "resume: removed 2 job(s) left by executor {pid}\n"
+            )),
+            "{log}"
+        );
+        // b's workload saved 0.75 s of work (1200 samples) before its executor died.
+        assert_eq!(second.calls("a"), [start(3200, &[0]), Call::Stop]);
+        assert_eq!(second.calls("b"), [start(1200, &[0]), Call::Stop]);
+        assert_eq!(result(&report, "b").real_jct_s, Some(8.25));
+        assert!(report.jobs.iter().all(|j| j.status == JobStatus::Done));
+    }
 }

@@ -3,19 +3,20 @@
 //! are written into the cgroup in place, pausing freezes it, and progress arrives over the progress pipe.
 //! GPUs come from NVML, or are emulated slots (`--gpus N`) on a host without GPUs.
 
+use super::launch_env::{app_cache_bytes, domain_prefix, STDERR_TAIL};
 use super::{
     Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
 };
 use crate::error::InputError;
-use crate::isolate::cgroup::{CgroupBackend, CgroupDomain};
-use crate::isolate::{Budget, Domain};
+use crate::isolate::cgroup::CgroupBackend;
+use crate::isolate::{Budget, Domain, Isolation};
 use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource};
 use crate::measure::progress::{RegexMatcher, RegexProgress};
-use crate::units::{Bytes, Cores};
+use crate::units::Bytes;
 use crate::workload::builtin::ResumeState;
 use crate::workload::env;
 use crate::workload::launch::{self, LaunchConfig, ProgressStream, Running};
-use crate::workload::spec::{CacheKind, ProgressSpec};
+use crate::workload::spec::ProgressSpec;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
@@ -23,8 +24,6 @@ use std::time::Duration;
 
 /// How long a stopped workload gets to save its progress before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-/// Bytes of a crashed workload's stderr that are reported.
-pub(super) const STDERR_TAIL: u64 = 2000;
 
 /// What the local server offers, from the host or capped by flags.
 #[derive(Debug, Clone, Default)]
@@ -40,7 +39,7 @@ pub struct LocalOptions {
 struct LocalJob {
     // Field order matters on drop: the domain kills what it holds before the workload is reaped, so no
     // process id it signals can have been reused.
-    domain: CgroupDomain,
+    domain: Box<dyn Domain>,
     domain_name: String,
     running: Option<Running>,
     events: Option<Receiver<ProgressEvent>>,
@@ -55,15 +54,11 @@ struct LocalJob {
 
 /// One server, jobs in cgroups under this process's own.
 pub struct LocalBackend {
-    iso: CgroupBackend,
+    // Only through the isolation trait: a dead executor's domains are reopened by name.
+    iso: Box<dyn Isolation>,
     servers: Vec<ServerInfo>,
     prefix: String,
     jobs: BTreeMap<String, LocalJob>,
-}
-
-/// The cgroup-name prefix of the executor with process id `pid`.
-pub fn domain_prefix(pid: u32) -> String {
-    format!("synergy-run-{pid}-")
 }
 
 fn nvml_gpus() -> Result<u32, String> {
@@ -148,7 +143,7 @@ impl LocalBackend {
             ))
         })?;
         Ok(LocalBackend {
-            iso,
+            iso: Box::new(iso),
             servers,
             prefix: domain_prefix(std::process::id()),
             jobs: BTreeMap::new(),
@@ -178,14 +173,6 @@ fn exit_text(status: &std::process::ExitStatus) -> String {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),
         _ => status.to_string(),
-    }
-}
-
-/// The application cache a workload with one gets under `alloc`: its memory less its footprint.
-pub(super) fn app_cache_bytes(job: &JobLaunch, alloc: &Allocation) -> Option<Bytes> {
-    match job.spec.cache {
-        CacheKind::App => Some(Bytes(alloc.memory.0.saturating_sub(job.footprint_bytes))),
-        CacheKind::PageCache => None,
     }
 }
 
@@ -283,7 +270,7 @@ impl Backend for LocalBackend {
             )));
         }
         let domain_name = format!("{}{}", self.prefix, job.name);
-        let domain = self.iso.create_domain(&domain_name, &budget_of(alloc))?;
+        let domain = self.iso.create(&domain_name, &budget_of(alloc))?;
         let mut lj = LocalJob {
             domain,
             domain_name,
@@ -388,7 +375,11 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn clean_orphans(&mut self, handles: &[JobHandle]) -> Result<usize, ExecError> {
+    fn clean_orphans(
+        &mut self,
+        executor_pid: u32,
+        handles: &[JobHandle],
+    ) -> Result<usize, ExecError> {
         let mut removed = 0;
         for h in handles {
             let Some(name) = &h.domain else { continue };
@@ -397,12 +388,15 @@ impl Backend for LocalBackend {
             }
             // Destroying the cgroup freezes, kills and thaws whatever is left in it (a workload frozen
             // when its executor died outlives the parent-death signal until it is thawed).
-            if let Some(mut d) = self.iso.open_domain(name)? {
+            if let Some(mut d) = self.iso.reopen(name)? {
                 d.destroy()?;
                 removed += 1;
             }
         }
-        Ok(removed)
+        // Then the empty ones no handle named (a domain made after its executor last saved its state).
+        // The larger count is reported: at least that many jobs were left behind.
+        let stale = self.iso.remove_stale(&domain_prefix(executor_pid));
+        Ok(removed.max(stale))
     }
 }
 
@@ -413,14 +407,4 @@ impl Drop for LocalBackend {
             let _ = self.stop(&n);
         }
     }
-}
-
-/// Cores a job's loaders are sized for: the most the mechanism could give it on `server`.
-pub fn loader_cores(best_cpus_per_gpu: f64, gpus: u32, server: &ServerInfo) -> Cores {
-    let proportional = server.cores.len() as f64 * gpus as f64 / server.gpus.len().max(1) as f64;
-    Cores(
-        (best_cpus_per_gpu * gpus as f64)
-            .max(proportional)
-            .min(server.cores.len() as f64),
-    )
 }

@@ -4,10 +4,15 @@
 //! them: start, resize live, pause, resume or stop jobs. [`jobs`] is the job-list format, [`local`] the
 //! one-server backend (cgroups and the freezer), [`state`] the file that lets a killed executor resume,
 //! [`executor`] the round loop and its report (real against predicted JCT), [`slurm`] a client of a
-//! Slurm cluster, and [`slurm_backend`] the backend that runs each allocation as a Slurm job.
+//! Slurm cluster, and [`slurm_backend`] the backend that runs each allocation as a Slurm job. What the
+//! backends derive alike from a job (names, caches, loader cores) is in [`launch_env`]; the executor
+//! reaches a backend only through [`Backend`] (`docs/architecture.md` §2).
 
 pub mod executor;
+#[cfg(test)]
+mod fake;
 pub mod jobs;
+pub mod launch_env;
 pub mod local;
 pub mod plan;
 pub mod slurm;
@@ -206,9 +211,25 @@ pub trait Backend {
     fn stop(&mut self, job: &str) -> Result<(), ExecError>;
     /// What a later executor needs to clean up this job.
     fn handle(&self, job: &str) -> Option<JobHandle>;
-    /// Kills and removes what a dead executor left behind (by the handles it saved); returns how many
-    /// domains were removed.
-    fn clean_orphans(&mut self, handles: &[JobHandle]) -> Result<usize, ExecError>;
+    /// Kills and removes what the dead executor with process id `executor_pid` left behind: the jobs of
+    /// the `handles` its state file saved, and whatever else of its run the backend can find by name
+    /// ([`launch_env::domain_prefix`]). Returns how many jobs were removed.
+    fn clean_orphans(
+        &mut self,
+        executor_pid: u32,
+        handles: &[JobHandle],
+    ) -> Result<usize, ExecError>;
+    /// Cores the loaders of a job of `gpus` GPUs are sized for (its `SYNERGY_CPUS`,
+    /// [`JobLaunch::loader_cpus`]), given its per-GPU best case: by default the most the mechanism could
+    /// give it on the widest server, so a job that grows live can use what it gets.
+    fn loader_cpus(&self, best_cpus_per_gpu: f64, gpus: u32) -> Cores {
+        let widest = self
+            .servers()
+            .iter()
+            .max_by_key(|s| s.gpus.len())
+            .expect("a backend has a server");
+        launch_env::loader_cores(best_cpus_per_gpu, gpus, widest)
+    }
 }
 
 /// The directory of per-job workload state files beside the executor's state file.

@@ -5,7 +5,7 @@
 //! same way and resuming submits it again, because a suspended Slurm job keeps its GPUs and memory.
 //! Progress is read from the workload's state file (the progress pipe does not cross `sbatch`).
 
-use super::local::{app_cache_bytes, domain_prefix, STDERR_TAIL};
+use super::launch_env::{app_cache_bytes, domain_prefix, RUN_PREFIX, STDERR_TAIL};
 use super::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
 use super::{
     Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
@@ -368,9 +368,14 @@ impl Backend for SlurmBackend {
         })
     }
 
-    fn clean_orphans(&mut self, handles: &[JobHandle]) -> Result<usize, ExecError> {
+    fn clean_orphans(
+        &mut self,
+        _executor_pid: u32,
+        handles: &[JobHandle],
+    ) -> Result<usize, ExecError> {
         // By name as well as by id: a job resubmitted just before its executor died has a newer id
-        // than the state file recorded.
+        // than the state file recorded. Every name of a run carries its executor's pid, so the names the
+        // handles give are all of that executor's jobs.
         let names: BTreeSet<&str> = handles.iter().filter_map(|h| h.domain.as_deref()).collect();
         let ids: BTreeSet<JobId> = handles
             .iter()
@@ -378,7 +383,7 @@ impl Backend for SlurmBackend {
             .collect();
         let ours: BTreeSet<JobId> = self.jobs.values().filter_map(|j| j.id).collect();
         let mut removed = 0;
-        for q in self.slurm.jobs_named("synergy-run-")? {
+        for q in self.slurm.jobs_named(RUN_PREFIX)? {
             let orphan = names.contains(q.name.as_str()) || ids.contains(&q.id);
             if orphan && !ours.contains(&q.id) && !q.state.is_finished() {
                 match self.slurm.stop(q.id, STOP_TIMEOUT) {

@@ -58,6 +58,15 @@ impl Isolation for AffinityBackend {
             destroyed: false,
         }))
     }
+    fn reopen(&self, name: &str) -> Result<Option<Box<dyn Domain>>, IsolateError> {
+        Err(IsolateError::Unavailable {
+            backend: IsolationKind::Affinity,
+            reason: format!(
+                "cannot reopen domain `{name}`: an affinity domain is only a core mask on its \
+                 process, nothing another process could find by name (reopening needs cgroups)"
+            ),
+        })
+    }
 }
 
 /// A workload pinned to cores. Holds no kernel object: only the adopted pid.
@@ -261,6 +270,26 @@ mod tests {
             read_limit: None,
             count_reads_on: None,
         }
+    }
+
+    #[test]
+    fn a_domain_cannot_be_reopened_by_name() {
+        let err = match AffinityBackend::new().reopen("synergy-run-1-a") {
+            Err(e) => e,
+            Ok(_) => panic!("affinity reopened a domain"),
+        };
+        assert!(
+            matches!(
+                err,
+                IsolateError::Unavailable {
+                    backend: IsolationKind::Affinity,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("`synergy-run-1-a`"), "{err}");
+        assert_eq!(AffinityBackend::new().remove_stale("synergy-run-1-"), 0);
     }
 
     #[test]

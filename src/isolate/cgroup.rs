@@ -506,6 +506,14 @@ impl Isolation for CgroupBackend {
     fn create(&self, name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError> {
         Ok(Box::new(self.create_domain(name, budget)?))
     }
+    fn reopen(&self, name: &str) -> Result<Option<Box<dyn Domain>>, IsolateError> {
+        Ok(self
+            .open_domain(name)?
+            .map(|d| Box::new(d) as Box<dyn Domain>))
+    }
+    fn remove_stale(&self, prefix: &str) -> usize {
+        cleanup_stale(prefix)
+    }
 }
 
 /// One cgroup (a directory per v1 hierarchy, or one v2 directory) holding one workload.
@@ -1365,7 +1373,7 @@ mod tests {
         d.set_frozen(true).expect("freeze again");
         // Another handle on the same cgroup (as a resumed executor opens what a dead one left) sees the
         // frozen task and removes everything, the frozen task included.
-        let mut again = b.open_domain(&name).expect("open").expect("exists");
+        let mut again = Isolation::reopen(&b, &name).expect("open").expect("exists");
         assert_eq!(again.pids(), vec![child.id() as i32]);
         again.destroy().expect("destroy");
         assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));

@@ -162,6 +162,16 @@ pub trait Isolation: Send + Sync {
     fn kind(&self) -> IsolationKind;
     /// Creates a domain named `name` (unique per process) enforcing `budget`.
     fn create(&self, name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError>;
+    /// Opens the domain `name` that this kind of backend made earlier, possibly in another process (a
+    /// supervisor that was killed), so that it can be paused, resized or destroyed; `None` when there is
+    /// no domain of that name. Backends whose domains hold no kernel object (affinity) refuse.
+    fn reopen(&self, name: &str) -> Result<Option<Box<dyn Domain>>, IsolateError>;
+    /// Removes leftover domains named `<prefix>*` that hold no task any more (those of a crashed run);
+    /// returns how many were removed. Backends whose domains outlive nothing (affinity) have none.
+    fn remove_stale(&self, prefix: &str) -> usize {
+        let _ = prefix;
+        0
+    }
 }
 
 /// One isolation domain holding one workload (and its children).
