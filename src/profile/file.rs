@@ -1036,7 +1036,8 @@ mod tests {
     #[test]
     fn every_table_and_number_is_checked_when_read() {
         use serde_json::json;
-        let cases: Vec<(&str, fn(&mut serde_json::Value))> = vec![
+        type Corrupt = fn(&mut serde_json::Value);
+        let cases: Vec<(&str, Corrupt)> = vec![
             ("per_gpu.normalized", |v| {
                 v["per_gpu"]["normalized"] = json!([[0.5, 0.6]])
             }),
