@@ -341,7 +341,7 @@ pub(crate) fn run_on(
     clock: &mut dyn Clock,
 ) -> Result<RunReport, ExecError> {
     if !(cfg.round_s.is_finite() && cfg.round_s > 0.0) {
-        return Err(InputError::new("--round", "must be a positive number of seconds").into());
+        return Err(InputError::setting("round_s", "must be a positive number of seconds").into());
     }
     let servers = backend.servers().to_vec();
     list.check_fits(

@@ -71,20 +71,20 @@ fn nvml_gpus() -> Result<u32, String> {
 pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
     let gpus =
         match opts.emulated_gpus {
-            Some(0) => return Err(InputError::new("--gpus", "must be at least 1").into()),
+            Some(0) => return Err(InputError::setting("emulated_gpus", "must be at least 1").into()),
             Some(n) => n,
             None => match nvml_gpus() {
                 Ok(n) if n > 0 => n,
-                Ok(_) => return Err(InputError::new(
-                    "--gpus",
-                    "NVML reports no GPUs on this host; pass --gpus N to emulate N accelerators",
+                Ok(_) => return Err(InputError::setting(
+                    "emulated_gpus",
+                    "NVML reports no GPUs on this host; set `emulated_gpus` to N to emulate N accelerators",
                 )
                 .into()),
                 Err(e) => {
-                    return Err(InputError::new(
-                        "--gpus",
+                    return Err(InputError::setting(
+                        "emulated_gpus",
                         format!(
-                        "no GPUs found through NVML ({e}); pass --gpus N to emulate N accelerators"
+                        "no GPUs found through NVML ({e}); set `emulated_gpus` to N to emulate N accelerators"
                     ),
                     )
                     .into())
@@ -94,8 +94,8 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
     let mut cores = crate::measure::trial::host_cores();
     if let Some(n) = opts.cpus {
         if n == 0 || n > cores.len() {
-            return Err(InputError::new(
-                "--cpus",
+            return Err(InputError::setting(
+                "cpus",
                 format!(
                     "must be 1 to {} (the cores this process may use)",
                     cores.len()
@@ -108,8 +108,8 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
     let host_mem = crate::profile::plan::host_memory_bytes();
     let memory = match opts.memory {
         Some(m) if m.0 == 0 || m.0 > host_mem => {
-            return Err(InputError::new(
-                "--mem",
+            return Err(InputError::setting(
+                "memory",
                 format!(
                     "must be more than 0 and at most the host's {}",
                     Bytes(host_mem)

@@ -88,19 +88,19 @@ pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, E
     for want in &opts.nodes {
         if !nodes.iter().any(|n| &n.name == want) {
             let known: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-            return Err(InputError::new(
-                "--node",
+            return Err(InputError::setting(
+                "nodes",
                 format!("Slurm has no node `{want}` (it has {known:?})"),
             )
             .into());
         }
     }
     if opts.cpus == Some(0) || opts.memory.is_some_and(|m| m.0 < 1 << 20) {
-        return Err(InputError::new(
+        return Err(InputError::setting(
             if opts.cpus == Some(0) {
-                "--cpus"
+                "cpus"
             } else {
-                "--mem"
+                "memory"
             },
             "must be at least 1 (core) or 1 MiB",
         )

@@ -118,7 +118,7 @@ fn advice(holders: &[Holder]) -> String {
     let who: Vec<String> = holders.iter().map(Holder::to_string).collect();
     let them = if holders.len() == 1 { "it" } else { "them" };
     format!(
-        "{}; wait for {them} to finish, or pass --cpu-list with free cores",
+        "{}; wait for {them} to finish, or set `cpu_list` to free cores",
         who.join("; ")
     )
 }
@@ -407,7 +407,7 @@ mod tests {
         );
         assert!(msg.contains("hold_cores_in_a_child"), "{msg}");
         assert!(
-            msg.contains("wait for it to finish, or pass --cpu-list"),
+            msg.contains("wait for it to finish, or set `cpu_list` to free cores"),
             "{msg}"
         );
         let msg = claim_in(runtime.path(), 2, &[0, 1])

@@ -203,7 +203,7 @@ impl TrialResult {
 /// Why a trial could not give a result.
 #[derive(Debug, thiserror::Error)]
 pub enum TrialError {
-    /// Bad input (names the file or flag).
+    /// Bad input (names the file or setting).
     #[error(transparent)]
     Input(#[from] InputError),
     /// Setting up or launching the workload failed.
@@ -213,7 +213,7 @@ pub enum TrialError {
     #[error(transparent)]
     Isolate(#[from] IsolateError),
     /// The kernel killed the workload for lack of memory under its limit.
-    #[error("the workload was killed by the kernel's OOM killer ({kills} kill(s)) under a memory limit of {limit}: it needs more memory than that at {cpus} cores; raise --mem")]
+    #[error("the workload was killed by the kernel's OOM killer ({kills} kill(s)) under a memory limit of {limit}: it needs more memory than that at {cpus} cores; raise setting `mem_limit`")]
     OutOfMemory {
         /// The memory limit.
         limit: Bytes,
@@ -236,7 +236,7 @@ pub enum TrialError {
     #[error("{0}")]
     NoEstimate(String),
     /// The longest allowed time passed with too few steps to estimate from (a slow workload).
-    #[error("only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise --max-seconds")]
+    #[error("only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise setting `estimator.max_total_s`")]
     TooFewSteps {
         /// Steps the workload reported.
         steps: u64,
@@ -274,23 +274,23 @@ pub fn host_cores() -> Vec<usize> {
 fn validate(req: &TrialRequest) -> Result<(), InputError> {
     let cores = host_cores().len();
     if !(req.cpus.0.is_finite() && req.cpus.0 > 0.0) {
-        return Err(InputError::new(
-            "--cpus",
+        return Err(InputError::setting(
+            "cpus",
             "must be a positive number of cores",
         ));
     }
     if req.cpus.0 > cores as f64 {
-        return Err(InputError::new(
-            "--cpus",
+        return Err(InputError::setting(
+            "cpus",
             format!("{} cores asked for, but this host has {cores}", req.cpus),
         ));
     }
     if let Some(list) = &req.cpu_list {
         if list.len() < req.cpus.threads() {
-            return Err(InputError::new(
-                "--cpu-list",
+            return Err(InputError::setting(
+                "cpu_list",
                 format!(
-                    "{} cores listed, but --cpus {} needs {}",
+                    "{} cores listed, but setting `cpus` {} needs {}",
                     list.len(),
                     req.cpus,
                     req.cpus.threads()
@@ -302,8 +302,8 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
     let footprint = req.spec.footprint.unwrap_or(Bytes(0));
     if let Some(mem) = req.mem_limit {
         if mem < footprint {
-            return Err(InputError::new(
-                "--mem",
+            return Err(InputError::setting(
+                "mem_limit",
                 format!(
                     "{mem} is below the least memory the workload runs in, {footprint} (field `footprint` in {})",
                     req.spec.origin
@@ -312,23 +312,23 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
         }
         if let Some(cache) = req.cache_bytes {
             if Bytes(footprint.0 + cache.0) > mem {
-                return Err(InputError::new(
-                    "--mem",
-                    format!("{mem} cannot hold the footprint ({footprint}) plus --cache-bytes ({cache})"),
+                return Err(InputError::setting(
+                    "mem_limit",
+                    format!("{mem} cannot hold the footprint ({footprint}) plus setting `cache_bytes` ({cache})"),
                 ));
             }
         }
         if req.cache_state == CacheState::Warm {
-            return Err(InputError::new(
-                "--warm",
-                "with --mem, pages prewarmed by synergy would be charged outside the workload's cgroup; \
-                 use --cold with --warmup-epochs 1 instead",
+            return Err(InputError::setting(
+                "cache_state=warm",
+                "with setting `mem_limit`, pages prewarmed by synergy would be charged outside the workload's cgroup; \
+                 use setting `cache_state=cold` with setting `estimator.warmup_epochs` 1 instead",
             ));
         }
     }
     if req.storage_limit.is_some() && req.spec.dataset.is_none() {
-        return Err(InputError::new(
-            "--storage-bps",
+        return Err(InputError::setting(
+            "storage_limit",
             format!(
                 "the workload in {} has no dataset to throttle",
                 req.spec.origin
@@ -337,7 +337,10 @@ fn validate(req: &TrialRequest) -> Result<(), InputError> {
     }
     if let Some(BytesPerSec(b)) = req.storage_limit {
         if !(b.is_finite() && b >= 1.0) {
-            return Err(InputError::new("--storage-bps", "must be a positive rate"));
+            return Err(InputError::setting(
+                "storage_limit",
+                "must be a positive rate",
+            ));
         }
     }
     Ok(())

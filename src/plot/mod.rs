@@ -188,7 +188,7 @@ fn read_profile(path: &Path, kind: Kind) -> Result<Input, PlotError> {
         return Err(InputError::new(
             origin,
             format!(
-                "is a directory; --kind {} takes profile files (jct-cdf, jct-vs-load and utilization take \
+                "is a directory; setting `kind` {} takes profile files (jct-cdf, jct-vs-load and utilization take \
                  simulation output directories)",
                 kind.name()
             ),

@@ -32,7 +32,7 @@ pub(super) fn chart(
                     &i.origin,
                     "validation",
                     "has no validation points, so there is nothing to compare predictions with \
-                     (published profiles have none); --kind fit needs a measured profile",
+                     (published profiles have none); setting `kind` fit needs a measured profile",
                 )
                 .into());
             }

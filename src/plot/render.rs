@@ -55,10 +55,10 @@ impl Size {
 
     /// Refuses sizes too small to hold axes and labels, or too large to allocate sensibly.
     pub fn check(&self) -> Result<(), InputError> {
-        for (flag, v) in [("--width", self.width), ("--height", self.height)] {
+        for (setting, v) in [("width", self.width), ("height", self.height)] {
             if !(200..=16_000).contains(&v) {
-                return Err(InputError::new(
-                    flag,
+                return Err(InputError::setting(
+                    setting,
                     format!("{v} pixels is outside 200-16000"),
                 ));
             }

@@ -42,7 +42,7 @@ pub(super) fn chart(
                 if r.rounds.is_empty() {
                     return Err(InputError::new(
                         format!("{}/rounds.csv", r.origin),
-                        "has no rounds (simulate with --out or --plot records them)",
+                        "has no rounds (simulate with setting `record_rounds` records them)",
                     )
                     .into());
                 }
@@ -61,7 +61,7 @@ pub(super) fn chart(
         other => {
             return Err(InputError::new(
                 origin.display().to_string(),
-                format!("--kind {} is not a simulation chart", other.name()),
+                format!("setting `kind` {} is not a simulation chart", other.name()),
             )
             .into())
         }

@@ -93,7 +93,7 @@ pub fn load(path: &Path, kind: Kind) -> Result<Vec<RunData>, PlotError> {
         InputError::new(
             &origin,
             format!(
-                "{what}; --kind {} takes a `synergy simulate --out` directory (a run with summary.json, \
+                "{what}; setting `kind` {} takes a `synergy simulate --out` directory (a run with summary.json, \
                  or a sweep of them); cpu, mem, heatmap and fit take profile files",
                 kind.name()
             ),

@@ -1154,16 +1154,16 @@ pub fn run_profile(
         Some(v) => v.clone(),
         None => matrix::auto_cpu_axis(host_cores),
     };
-    check_axis("--cpus", &cpu_axis)?;
+    check_axis("cpus", &cpu_axis)?;
     if let Some(c) = cpu_axis.iter().find(|c| **c > host_cores) {
-        return Err(InputError::new(
-            "--cpus",
+        return Err(InputError::setting(
+            "cpus",
             format!("{c} cores asked for, but this host has {host_cores}"),
         )
         .into());
     }
     if let Some(m) = &req.memory_gib {
-        check_axis("--mem", m)?;
+        check_axis("memory_gib", m)?;
     }
     let c_max = *cpu_axis.last().expect("checked non-empty");
     // The profile's cores are held for the whole run, so no other synergy process takes them between
@@ -1342,12 +1342,18 @@ pub fn run_profile(
     Ok(profile)
 }
 
-fn check_axis(flag: &str, v: &[f64]) -> Result<(), InputError> {
+fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
-        return Err(InputError::new(flag, "values must be positive numbers"));
+        return Err(InputError::setting(
+            setting,
+            "values must be positive numbers",
+        ));
     }
     if v.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(InputError::new(flag, "values must be strictly increasing"));
+        return Err(InputError::setting(
+            setting,
+            "values must be strictly increasing",
+        ));
     }
     Ok(())
 }

@@ -128,7 +128,7 @@ impl Catalog {
         if !dir.is_dir() {
             return Err(InputError::new(
                 dir.display().to_string(),
-                "is not a directory of profile files (pass --profiles DIR; the published zoo is in profiles/zoo)",
+                "is not a directory of profile files (set `profiles` to DIR; the published zoo is in profiles/zoo)",
             )
             .into());
         }
@@ -146,7 +146,7 @@ impl Catalog {
         if models.is_empty() {
             return Err(InputError::new(
                 dir.display().to_string(),
-                "holds no profile files (*.json); pass --profiles DIR",
+                "holds no profile files (*.json); set `profiles` to DIR",
             )
             .into());
         }

@@ -208,31 +208,31 @@ pub fn runnable_set(jobs: &[JobState], order: &[usize], total_gpus: u64) -> Vec<
     out
 }
 
-/// A policy by name; an unknown name is an error of the `--policy` flag that lists the choices.
+/// A policy by name; an unknown name is an error of the `policy` setting that lists the choices.
 pub fn policy_by_name(name: &str) -> Result<Box<dyn Policy>, crate::error::InputError> {
     Ok(match name {
         "fifo" => Box::new(Fifo),
         "srtf" => Box::new(Srtf),
         "las" => Box::new(Las),
         "ftf" => Box::new(Ftf),
-        _ => return Err(unknown("--policy", "policy", name, &POLICIES)),
+        _ => return Err(unknown("policy", name, &POLICIES)),
     })
 }
 
-/// A mechanism by name; an unknown name is an error of the `--mechanism` flag that lists the choices.
+/// A mechanism by name; an unknown name is an error of the `mechanism` setting that lists the choices.
 pub fn mechanism_by_name(name: &str) -> Result<Box<dyn Mechanism>, crate::error::InputError> {
     Ok(match name {
         "proportional" => Box::new(Proportional),
         "greedy" => Box::new(Greedy),
         "tune" => Box::new(Tune),
         "opt" => Box::new(Opt::default()),
-        _ => return Err(unknown("--mechanism", "mechanism", name, &MECHANISMS)),
+        _ => return Err(unknown("mechanism", name, &MECHANISMS)),
     })
 }
 
-fn unknown(flag: &str, what: &str, name: &str, choices: &[&str]) -> crate::error::InputError {
-    crate::error::InputError::new(
-        flag,
+fn unknown(what: &'static str, name: &str, choices: &[&str]) -> crate::error::InputError {
+    crate::error::InputError::setting(
+        what,
         format!(
             "unknown {what} `{name}` (choose from {})",
             choices.join(", ")

@@ -78,17 +78,17 @@ pub fn run(
     let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {
-                return Err(InputError::new("--trace", "the trace has no jobs").into());
+                return Err(InputError::setting("trace", "the trace has no jobs").into());
             }
             if let Some(j) = jobs.iter().find(|j| j.gpus as u64 > total_gpus) {
-                return Err(InputError::field(
-                    "--trace",
-                    "gpus",
+                return Err(InputError::setting(
+                    "trace",
                     format!(
                         "job {} asks for {} GPUs; the cluster has {total_gpus}",
                         j.id, j.gpus
                     ),
                 )
+                .in_field("gpus")
                 .into());
             }
             let n = match cfg.window {
@@ -96,14 +96,16 @@ pub fn run(
                 None => jobs.len() as u64,
             };
             if n == 0 {
-                return Err(InputError::new("--window", "no job of the trace falls in it").into());
+                return Err(
+                    InputError::setting("window", "no job of the trace falls in it").into(),
+                );
             }
             (Box::new(jobs.into_iter()), n)
         }
         TraceSource::Generated(g) => {
             if g.gpu_mode == GpuMode::Multi && total_gpus < 8 {
-                return Err(InputError::new(
-                    "--multi-gpu",
+                return Err(InputError::setting(
+                    "gpu_mode=multi",
                     format!("generated jobs take up to 8 GPUs; the cluster has {total_gpus}"),
                 )
                 .into());
@@ -113,15 +115,15 @@ pub fn run(
                 (Some((a, b)), None) => b + 1 - a,
                 (None, Some(n)) => n,
                 (None, None) => {
-                    return Err(InputError::new(
-                        "--window",
-                        "an endless generated trace needs a window (or --jobs)",
+                    return Err(InputError::setting(
+                        "window",
+                        "an endless generated trace needs a window (or setting `jobs`)",
                     )
                     .into())
                 }
             };
             if n == 0 {
-                return Err(InputError::new("--window", "no generated job falls in it").into());
+                return Err(InputError::setting("window", "no generated job falls in it").into());
             }
             (Box::new(Generator::new(g, catalog)?), n)
         }

@@ -217,16 +217,16 @@ impl Generator {
     /// positive share must be in the catalog.
     pub fn new(cfg: GenConfig, catalog: &Catalog) -> Result<Generator, InputError> {
         if !(cfg.load_jobs_per_h.is_finite() && cfg.load_jobs_per_h > 0.0) {
-            return Err(InputError::new(
-                "--load",
+            return Err(InputError::setting(
+                "load_jobs_per_h",
                 "must be a positive number of jobs per hour",
             ));
         }
         if cfg.split.iter().any(|s| !(s.is_finite() && *s >= 0.0))
             || cfg.split.iter().sum::<f64>() <= 0.0
         {
-            return Err(InputError::new(
-                "--split",
+            return Err(InputError::setting(
+                "split",
                 "needs three non-negative shares (image,language,speech) with a positive sum",
             ));
         }
@@ -237,8 +237,8 @@ impl Generator {
             }
             for n in names.iter() {
                 let i = catalog.index(n).ok_or_else(|| {
-                    InputError::new(
-                        "--profiles",
+                    InputError::setting(
+                        "profiles",
                         format!(
                             "generated traces need the {class} model `{n}`, which no profile names \
                              (the published zoo is in profiles/zoo)"

@@ -139,7 +139,7 @@ pub fn generate(
         .into());
     }
     if size.0 == 0 {
-        return Err(InputError::new("--size", "must be more than 0 bytes").into());
+        return Err(InputError::setting("size", "must be more than 0 bytes").into());
     }
     let name = dir
         .file_name()

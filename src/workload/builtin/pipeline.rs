@@ -61,10 +61,12 @@ pub fn run_at<'a>(
 ) -> Result<RunTotals, WorkloadError> {
     let start = Instant::now();
     if !(gpu_rate_samples_per_s.is_finite() && gpu_rate_samples_per_s > 0.0) {
-        return Err(InputError::new("--gpu-rate", "must be a positive number of samples/s").into());
+        return Err(
+            InputError::setting("gpu_rate", "must be a positive number of samples/s").into(),
+        );
     }
     if args.batch_size == 0 {
-        return Err(InputError::new("--batch-size", "must be at least 1").into());
+        return Err(InputError::setting("batch_size", "must be at least 1").into());
     }
     let base = match &cfg.state_file {
         Some(p) => ResumeState::read(p)?,

@@ -374,7 +374,9 @@ pub fn resolve_gpu_rate_keyed(
     match args.gpu_rate {
         GpuRate::SamplesPerS(g) => {
             if !(g.is_finite() && g > 0.0) {
-                return Err(InputError::new("--gpu-rate", "must be more than 0 samples/s").into());
+                return Err(
+                    InputError::setting("gpu_rate", "must be more than 0 samples/s").into(),
+                );
             }
             Ok(ResolvedGpuRate {
                 samples_per_s: g,
@@ -384,12 +386,12 @@ pub fn resolve_gpu_rate_keyed(
         GpuRate::OneCoreMultiple(m) => {
             if !(m.is_finite() && m > 0.0) {
                 return Err(
-                    InputError::new("--gpu-rate", "the multiple must be more than 0").into(),
+                    InputError::setting("gpu_rate", "the multiple must be more than 0").into(),
                 );
             }
             if stored_rate(&args.dataset, key).is_none() && !args.dataset.is_dir() {
-                return Err(InputError::new(
-                    "--gpu-rate",
+                return Err(InputError::setting(
+                    "gpu_rate",
                     format!(
                         "{m}x is relative to this host's one-core rate for the {} pipeline on the dataset, \
                          which is not stored and cannot be measured: {} does not exist; make the dataset \
@@ -561,7 +563,10 @@ mod tests {
         let err = resolve_gpu_rate_keyed(&missing, &key).unwrap_err();
         assert!(matches!(err, WorkloadError::Input(_)), "{err}");
         let msg = err.to_string();
-        assert!(msg.contains("--gpu-rate") && msg.contains("none"), "{msg}");
+        assert!(
+            msg.contains("setting `gpu_rate`") && msg.contains("none"),
+            "{msg}"
+        );
         // An absolute rate needs nothing.
         let abs = resolve_gpu_rate_keyed(
             &run_args(&tmp.path().join("none"), GpuRate::SamplesPerS(900.0)),

@@ -83,7 +83,7 @@ impl Items {
             return Ok(Items::Files(files));
         }
         if seq_len == 0 {
-            return Err(InputError::new("--seq-len", "must be at least 1").into());
+            return Err(InputError::setting("seq_len", "must be at least 1").into());
         }
         let seq_bytes = (seq_len as u64 + 1) * 2;
         let mut shards = Vec::new();

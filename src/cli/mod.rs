@@ -1,0 +1,123 @@
+//! The `synergy` command line: parses arguments, dispatches to a command, maps errors to exit codes and
+//! prints them with the library's settings named as flags.
+//!
+//! What the user typed ([`args`]) is kept apart from what it means: each command's module turns its
+//! arguments into the configurations the library takes, runs it, and hands results to [`render`], which
+//! words everything printed. [`flags`] holds the one table from settings to flags.
+
+use crate::error::InputError;
+use crate::isolate::IsolateError;
+use crate::measure::TrialError;
+use crate::profile::plan::ProfileRunError;
+use crate::profile::ProfileError;
+use crate::workload::WorkloadError;
+use clap::Parser as _;
+
+/// Writes to standard output. A full or closed output (`> /dev/full`, a pipe whose reader left) is an
+/// error the command reports, not a panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, $($arg)*)
+            .and_then(|()| stdout.flush())
+            .map_err(|e| anyhow::anyhow!("writing the output: {e}"))
+    }};
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        out!("{}\n", format_args!($($arg)*))
+    };
+}
+
+mod args;
+mod dataset_cmd;
+mod flags;
+mod measure_cmd;
+mod plot_cmd;
+mod profile_cmd;
+mod render;
+mod run_cmd;
+mod simulate_cmd;
+mod values;
+
+use args::{Cli, Command};
+
+/// Exit code for bad input (as clap uses for usage errors).
+pub const EXIT_INPUT: i32 = 2;
+/// Exit code for a failure while running.
+pub const EXIT_FAILURE: i32 = 1;
+
+/// Runs the command line and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {}", flags::name_flags(&format!("{err:#}")));
+            if err.chain().any(is_input_error) {
+                EXIT_INPUT
+            } else {
+                EXIT_FAILURE
+            }
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Measure(args) => measure_cmd::measure_cmd(args),
+        Command::Profile(args) => profile_cmd::profile_cmd(args),
+        Command::Predict(args) => profile_cmd::predict_cmd(args),
+        Command::Simulate(args) => simulate_cmd::simulate_cmd(args),
+        Command::Plot(args) => plot_cmd::plot_cmd(args),
+        Command::Run(args) => run_cmd::run_cmd(args),
+        Command::ImportZoo { zoo, out_dir } => profile_cmd::import_zoo_cmd(&zoo, &out_dir),
+        Command::Dataset(cmd) => dataset_cmd::dataset_cmd(cmd),
+        Command::Workload(cmd) => dataset_cmd::workload_cmd(cmd),
+    }
+}
+
+/// Whether an error in a chain is the user's to fix by changing their input (exit code 2).
+fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<InputError>() {
+        return true;
+    }
+    if let Some(t) = e.downcast_ref::<TrialError>() {
+        return t.is_input();
+    }
+    if let Some(w) = e.downcast_ref::<WorkloadError>() {
+        return matches!(w, WorkloadError::Input(_));
+    }
+    if let Some(p) = e.downcast_ref::<ProfileRunError>() {
+        return match p {
+            ProfileRunError::Trial(t) => t.is_input(),
+            ProfileRunError::Input(_) | ProfileRunError::File(ProfileError::Invalid(_)) => true,
+            ProfileRunError::File(_) => false,
+        };
+    }
+    if let Some(p) = e.downcast_ref::<ProfileError>() {
+        return matches!(p, ProfileError::Invalid(_));
+    }
+    if let Some(s) = e.downcast_ref::<crate::sim::SimError>() {
+        return s.is_input();
+    }
+    if let Some(p) = e.downcast_ref::<crate::plot::PlotError>() {
+        return p.is_input();
+    }
+    if let Some(x) = e.downcast_ref::<crate::exec::ExecError>() {
+        return x.is_input();
+    }
+    matches!(
+        e.downcast_ref::<IsolateError>(),
+        Some(IsolateError::Budget(_))
+    )
+}

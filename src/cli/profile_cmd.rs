@@ -1,0 +1,110 @@
+//! `synergy profile`, `predict` and `import-zoo`: making profiles and reading them. What `profile`'s
+//! flags ask for becomes a [`ProfileRequest`] in [`profile_request`].
+
+use super::args::{PredictArgs, ProfileArgs};
+use super::measure_cmd::workload_of;
+use super::render;
+use super::values::{check_positive, parse_axis};
+use crate::cancel::Cancel;
+use crate::error::InputError;
+use crate::measure::TrialError;
+use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
+use crate::profile::Profile;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Runs `profile`; the exit code is 128 + the signal when one stopped it (its finished trials are kept).
+pub(super) fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
+    let (json, plot) = (args.json, args.plot);
+    let req = profile_request(args)?;
+    let out = req.out.clone();
+    let cancel = Cancel::on_signals()?;
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {pos}/{len} trials (ETA {eta}) {wide_msg}",
+    ) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let result = plan::run_profile(&req, &bar, &cancel);
+    bar.finish_and_clear();
+    match result {
+        Ok(p) => {
+            if plot {
+                for path in crate::plot::profile_charts(&p, &out, crate::plot::Size::DEFAULT)? {
+                    eprintln!("synergy: wrote {}", path.display());
+                }
+            }
+            if json {
+                out!("{}", render::json(&p)?)?;
+            } else {
+                out!("{}", render::render_profile(&p, &out))?;
+            }
+            Ok(0)
+        }
+        Err(ProfileRunError::Trial(TrialError::Interrupted(sig))) => {
+            eprintln!(
+                "synergy: interrupted by signal {sig}; finished trials are saved in {}; continue with --resume",
+                out.with_extension("trials.jsonl").display()
+            );
+            Ok(128 + sig)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The profile `profile`'s flags ask for; the axes' values are the library's to check.
+fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
+    let spec = workload_of(
+        args.spec.as_deref(),
+        None,
+        args.probe,
+        args.dataset.as_deref(),
+        &args.command,
+    )?;
+    if !(0.0..1.0).contains(&args.tolerance) {
+        return Err(InputError::new("--tolerance", "must be in [0, 1)"));
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("profiles").join(format!("{}.json", spec.name)));
+    Ok(ProfileRequest {
+        spec,
+        out,
+        cpus: parse_axis("--cpus", &args.cpus)?,
+        memory_gib: parse_axis("--mem", &args.mem)?,
+        gpus: args.gpus,
+        server: args.server,
+        validate: args.validate,
+        exhaustive: args.exhaustive,
+        resume: args.resume,
+        storage_limit: args.storage_bps,
+        isolation: args.isolation,
+        tolerance: args.tolerance,
+        refine_tolerance: 0.04,
+    })
+}
+
+/// Runs `predict`: a profile's throughput at one allocation.
+pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
+    let p = Profile::read(&args.profile)?;
+    check_positive("--cpus", args.cpus)?;
+    check_positive("--mem", args.mem)?;
+    let v = crate::profile::file::predict(&p, args.cpus, args.mem);
+    if args.json {
+        out!("{}", render::json(&v)?)?;
+    } else {
+        out!("{}", render::render_prediction(&p, args.cpus, args.mem, &v))?;
+    }
+    Ok(0)
+}
+
+/// Runs `import-zoo`: prints each profile file written.
+pub(super) fn import_zoo_cmd(zoo: &Path, out_dir: &Path) -> anyhow::Result<i32> {
+    let written = crate::profile::zoo::import_zoo(zoo, out_dir)?;
+    for p in &written {
+        outln!("{}", p.display())?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,283 @@
+//! `synergy simulate`: a cluster over a trace file, a generated trace, or a job list, for every
+//! combination of the policies, mechanisms, loads and seeds given. [`sweep_settings`] turns what was
+//! typed into checked values; the named steps below build the [`SimConfig`] and trace, run the sweep and
+//! write what was asked for; [`render`] words the summaries.
+
+use super::args::SimulateArgs;
+use super::render::{self, SimRun};
+use super::values::{check_positive, parse_list};
+use crate::error::InputError;
+use crate::sched::{Catalog, ClusterConfig};
+use crate::sim::sweep::Point;
+use crate::sim::trace::{self, GenConfig, GpuMode, JobListSeed};
+use crate::sim::{self, SimConfig, TraceSource};
+use std::path::Path;
+
+/// What `simulate`'s flags ask for, checked: the sweep's axes and the cluster.
+struct SweepSettings {
+    policies: Vec<String>,
+    mechanisms: Vec<String>,
+    loads: Vec<f64>,
+    seeds: Vec<u64>,
+    job_list_seed: JobListSeed,
+    split: [f64; 3],
+    cluster: ClusterConfig,
+}
+
+/// Runs `simulate`.
+pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
+    let s = sweep_settings(&args)?;
+    if let Some(path) = &args.jobs_list {
+        return simulate_job_list(path, &s, &args);
+    }
+    let catalog = Catalog::load_dir(&args.profiles)?;
+    let window = window_of(&args)?;
+    let source = trace_source(&args, &s, &catalog)?;
+    let generated = matches!(source, TraceSource::Generated(_));
+    let cfg = SimConfig {
+        cluster: s.cluster.clone(),
+        round_s: args.round_s,
+        window,
+        // Per-round records only feed --out and --plot; a sweep's summaries do without them.
+        record_rounds: args.out.is_some() || args.plot.is_some(),
+    };
+    let points = sweep_points(&s, generated);
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads)?;
+    let runs: Vec<SimRun<'_>> = points
+        .iter()
+        .zip(&results)
+        .map(|(point, result)| SimRun {
+            point,
+            result,
+            job_list_seed: generated.then(|| s.job_list_seed.for_run(point.seed)),
+        })
+        .collect();
+    if let Some(dir) = &args.out {
+        write_run_dirs(dir, &runs, &cfg.cluster)?;
+    }
+    if let Some(dir) = &args.plot {
+        draw_charts(dir, &runs, &cfg.cluster)?;
+    }
+    out!("{}", render::render_simulation(&runs, args.json)?)?;
+    Ok(0)
+}
+
+/// Every flag but the trace's and the window's, checked in the order they are documented.
+fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
+    let policies: Vec<String> = parse_list("--policy", &args.policy, "a policy")?;
+    for p in &policies {
+        crate::sched::policy_by_name(p)?;
+    }
+    let mechanisms: Vec<String> = parse_list("--mechanism", &args.mechanism, "a mechanism")?;
+    for m in &mechanisms {
+        crate::sched::mechanism_by_name(m)?;
+    }
+    let loads: Vec<f64> = parse_list("--load", &args.load, "a number of jobs per hour")?;
+    if loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
+        return Err(InputError::new("--load", "loads must be positive"));
+    }
+    let seeds: Vec<u64> = parse_list("--seed", &args.seed, "a non-negative integer")?;
+    let job_list_seed = match args.job_list_seed.trim() {
+        "seed" => JobListSeed::Run,
+        s => JobListSeed::Fixed(s.parse().map_err(|_| {
+            InputError::new(
+                "--job-list-seed",
+                format!("`{s}` is neither a non-negative integer nor `seed`"),
+            )
+        })?),
+    };
+    let split: Vec<f64> = parse_list("--split", &args.split, "a number")?;
+    let [image, language, speech] = split[..] else {
+        return Err(InputError::new(
+            "--split",
+            "needs three shares: image,language,speech",
+        ));
+    };
+    check_positive("--round-s", args.round_s)?;
+    Ok(SweepSettings {
+        policies,
+        mechanisms,
+        loads,
+        seeds,
+        job_list_seed,
+        split: [image, language, speech],
+        cluster: cluster_of(args)?,
+    })
+}
+
+/// The cluster file's servers, or the uniform cluster of the `--server*` flags.
+fn cluster_of(args: &SimulateArgs) -> Result<ClusterConfig, InputError> {
+    if let Some(p) = &args.cluster {
+        return ClusterConfig::read(p);
+    }
+    if args.servers == 0 || args.server_gpus == 0 {
+        return Err(InputError::new(
+            "--servers/--server-gpus",
+            "must be at least 1",
+        ));
+    }
+    check_positive("--server-cpus", args.server_cpus)?;
+    check_positive("--server-mem-gb", args.server_mem_gb)?;
+    Ok(ClusterConfig::uniform(
+        args.servers,
+        args.server_gpus,
+        args.server_cpus,
+        args.server_mem_gb,
+    ))
+}
+
+/// The job ids measured: `--window`, or the paper's 4000-4999 for an endless generated trace.
+fn window_of(args: &SimulateArgs) -> Result<Option<(u64, u64)>, InputError> {
+    Ok(match args.window.as_deref() {
+        Some("all") => None,
+        Some(w) => {
+            let bad = || InputError::new("--window", format!("`{w}` is not `A-B` or `all`"));
+            let (a, b) = w.split_once('-').ok_or_else(bad)?;
+            let (a, b): (u64, u64) = (
+                a.trim().parse().map_err(|_| bad())?,
+                b.trim().parse().map_err(|_| bad())?,
+            );
+            if a > b {
+                return Err(bad());
+            }
+            Some((a, b))
+        }
+        None if args.trace.is_none() && args.jobs.is_none() => Some((4000, 4999)),
+        None => None,
+    })
+}
+
+/// The jobs: the `--trace` file's, or a generator's for the first load and seed (each sweep point
+/// sets its own).
+fn trace_source(
+    args: &SimulateArgs,
+    s: &SweepSettings,
+    catalog: &Catalog,
+) -> anyhow::Result<TraceSource> {
+    if let Some(path) = &args.trace {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::new(&origin, format!("cannot read the trace: {e}")))?;
+        let jobs = trace::parse_csv(&text, &origin, catalog, s.cluster.total_gpus())?;
+        return Ok(TraceSource::Jobs(jobs));
+    }
+    let g = GenConfig {
+        seed: s.seeds[0],
+        job_list_seed: s.job_list_seed,
+        load_jobs_per_h: s.loads[0],
+        split: s.split,
+        gpu_mode: if args.multi_gpu {
+            GpuMode::Multi
+        } else {
+            GpuMode::Single
+        },
+        jobs: args.jobs,
+    };
+    // Validates the class models and shares before any thread starts.
+    trace::Generator::new(g.clone(), catalog)?;
+    Ok(TraceSource::Generated(g))
+}
+
+/// Every combination of policy, mechanism, load and seed; a trace file has one load and seed.
+fn sweep_points(s: &SweepSettings, generated: bool) -> Vec<Point> {
+    let (loads, seeds) = if generated {
+        (&s.loads[..], &s.seeds[..])
+    } else {
+        (&s.loads[..1], &s.seeds[..1])
+    };
+    let mut points = Vec::new();
+    for p in &s.policies {
+        for m in &s.mechanisms {
+            for &load_jobs_per_h in loads {
+                for &seed in seeds {
+                    points.push(Point {
+                        policy: p.clone(),
+                        mechanism: m.clone(),
+                        load_jobs_per_h,
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    points
+}
+
+/// `--out`: the run's files in `dir`, or a subdirectory per sweep point.
+fn write_run_dirs(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyhow::Result<()> {
+    for r in runs {
+        let p = r.point;
+        let d = if runs.len() == 1 {
+            dir.to_path_buf()
+        } else {
+            dir.join(format!(
+                "{}-{}-load{}-seed{}",
+                p.policy, p.mechanism, p.load_jobs_per_h, p.seed
+            ))
+        };
+        let generated = r.job_list_seed.is_some();
+        let labels = sim::output::RunLabels {
+            load_jobs_per_h: generated.then_some(p.load_jobs_per_h),
+            seed: generated.then_some(p.seed),
+            job_list_seed: r.job_list_seed,
+            cluster: sim::output::ClusterSize::of(cluster),
+        };
+        sim::output::write_dir(r.result, &d, &labels)?;
+    }
+    Ok(())
+}
+
+/// `--plot`: the usual charts of the runs in `dir`, each named on stderr.
+fn draw_charts(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyhow::Result<()> {
+    let capacity = [
+        cluster.total_gpus() as f64,
+        cluster.total_cpus(),
+        cluster.total_memory_gib(),
+    ];
+    let data: Vec<crate::plot::RunData> = runs
+        .iter()
+        .map(|r| {
+            let generated = r.job_list_seed.is_some();
+            crate::plot::RunData::from_result(
+                r.result,
+                generated.then_some(r.point.load_jobs_per_h),
+                generated.then_some(r.point.seed),
+                capacity,
+            )
+        })
+        .collect();
+    for path in crate::plot::simulation_charts(&data, dir, crate::plot::Size::DEFAULT)? {
+        eprintln!("synergy: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.
+fn simulate_job_list(path: &Path, s: &SweepSettings, args: &SimulateArgs) -> anyhow::Result<i32> {
+    let list = crate::exec::jobs::JobList::read(path)?;
+    list.check_fits(s.cluster.max_server_gpus())?;
+    let mut predictions = Vec::new();
+    for p in &s.policies {
+        for m in &s.mechanisms {
+            let jcts = crate::exec::executor::predict(&list, &s.cluster, args.round_s, p, m)?;
+            predictions.push(render::job_list_predictions(
+                &list,
+                p,
+                m,
+                args.round_s,
+                &jcts,
+            ));
+        }
+    }
+    if args.json {
+        out!("{}", render::json_one_or_many(predictions)?)?;
+    } else {
+        out!("{}", render::render_job_list(&predictions, args.round_s))?;
+    }
+    Ok(0)
+}
