@@ -1,9 +1,10 @@
-//! Files written whole or not at all: every result this project writes (profiles, CSV and Parquet tables,
-//! charts, run state) goes through [`write_atomic`], so a reader never sees half a file and a failed write
-//! leaves the old one in place.
+//! Files and directories written whole or not at all: every result this project writes (profiles, CSV
+//! and Parquet tables, charts, run state) goes through [`write_atomic`], and a directory of results through
+//! [`StagedDir`], so a reader never sees half a file or a directory mixing two runs, and a failed write
+//! leaves the old one in place (docs/architecture.md §7).
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Writes `bytes` to `path` through a temporary file in the same directory, synced, then renamed over
 /// `path`; the directory is created when missing. The error keeps the failure's kind and says which step
@@ -28,6 +29,190 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp.persist(path)
         .map_err(|e| step("renaming into", e.error))?;
     Ok(())
+}
+
+/// Whether `name` may become a file name inside a directory the user chose: 1-64 letters, digits, `-`,
+/// `_` or `.`, not starting with `.`; so no name can climb out (`../x`), hide, or start a path anew.
+pub fn is_safe_file_stem(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.')
+}
+
+/// What [`is_safe_file_stem`] asks, for messages.
+pub const SAFE_FILE_STEM: &str = "1-64 letters, digits, `-`, `_`, `.`, not starting with `.`";
+
+/// Why a [`StagedDir`] could not begin.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    /// Another live process is writing the same directory.
+    #[error("another synergy (pid {pid}) is writing {}; wait for it to finish or write elsewhere", target.display())]
+    Busy {
+        /// The directory both want to write.
+        target: PathBuf,
+        /// The process writing it.
+        pid: i32,
+    },
+    /// The file system refused.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A directory built beside its target (`.NAME.writing`, holding the writer's pid until it is done) and
+/// renamed over it in one step, so the target holds one run's files or the previous run's, never a mix.
+/// The staging name doubles as the lock: a second writer finds it and is refused while the first is
+/// alive, and takes it over (reaping what was left) when the first died. Dropped uncommitted, it is
+/// removed.
+#[derive(Debug)]
+pub struct StagedDir {
+    target: PathBuf,
+    staging: PathBuf,
+    /// What a dead writer left that this one removed.
+    pub reaped: Option<PathBuf>,
+    committed: bool,
+}
+
+const WRITER_PID_FILE: &str = ".synergy-writer";
+
+impl StagedDir {
+    /// Starts writing `target`: creates its staging directory, or refuses while another live process
+    /// holds it.
+    pub fn begin(target: &Path) -> Result<StagedDir, StageError> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} names no directory", target.display()),
+                )
+            })?
+            .to_string_lossy()
+            .into_owned();
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", parent.display())))?;
+        let staging = parent.join(format!(".{name}.writing"));
+        let mut reaped = None;
+        loop {
+            match std::fs::create_dir(&staging) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    let pid = std::fs::read_to_string(staging.join(WRITER_PID_FILE))
+                        .ok()
+                        .and_then(|t| t.trim().parse::<i32>().ok());
+                    match pid {
+                        Some(pid) if process_alive(pid) => {
+                            return Err(StageError::Busy {
+                                target: target.to_path_buf(),
+                                pid,
+                            })
+                        }
+                        // A writer that died (or one caught between creating the directory and
+                        // writing its pid, which lasts microseconds: a second look decides).
+                        None if reaped.is_none() && recently_created(&staging) => {
+                            std::thread::sleep(std::time::Duration::from_millis(100));
+                            if std::fs::metadata(staging.join(WRITER_PID_FILE)).is_ok() {
+                                continue;
+                            }
+                            std::fs::remove_dir_all(&staging)?;
+                            reaped = Some(staging.clone());
+                        }
+                        _ => {
+                            std::fs::remove_dir_all(&staging)?;
+                            reaped = Some(staging.clone());
+                        }
+                    }
+                }
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("creating {}: {e}", staging.display()),
+                    )
+                    .into())
+                }
+            }
+        }
+        std::fs::write(
+            staging.join(WRITER_PID_FILE),
+            std::process::id().to_string(),
+        )?;
+        Ok(StagedDir {
+            target: target.to_path_buf(),
+            staging,
+            reaped,
+            committed: false,
+        })
+    }
+
+    /// Where to write the files.
+    pub fn path(&self) -> &Path {
+        &self.staging
+    }
+
+    /// The directory the files will appear in.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Puts the staged files in place: renamed into a missing target, or exchanged with an existing
+    /// one in a single step (whose old contents are then removed).
+    pub fn commit(mut self) -> io::Result<()> {
+        let step = |what: &str, e: io::Error| {
+            io::Error::new(e.kind(), format!("{what} {}: {e}", self.target.display()))
+        };
+        std::fs::remove_file(self.staging.join(WRITER_PID_FILE))
+            .map_err(|e| step("finishing", e))?;
+        if self.target.exists() {
+            nix::fcntl::renameat2(
+                None,
+                &self.staging,
+                None,
+                &self.target,
+                nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+            )
+            .map_err(|e| step("replacing", io::Error::from(e)))?;
+            // The staging name now holds the previous run's files.
+            self.committed = true;
+            std::fs::remove_dir_all(&self.staging)
+                .map_err(|e| step("removing the previous contents of", e))?;
+        } else {
+            std::fs::rename(&self.staging, &self.target).map_err(|e| step("renaming into", e))?;
+            self.committed = true;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending anything).
+pub fn process_alive(pid: i32) -> bool {
+    use nix::errno::Errno;
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) {
+        Ok(()) => true,
+        Err(Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}
+
+fn recently_created(dir: &Path) -> bool {
+    std::fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < std::time::Duration::from_secs(2))
 }
 
 #[cfg(test)]
@@ -69,5 +254,49 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read(&blocker).unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_staged_directory_replaces_the_old_one_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("out");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("old.csv"), b"old").unwrap();
+        let staged = StagedDir::begin(&target).unwrap();
+        std::fs::write(staged.path().join("new.csv"), b"new").unwrap();
+        // Until the commit, the target holds the old run only.
+        assert!(target.join("old.csv").exists() && !target.join("new.csv").exists());
+        staged.commit().unwrap();
+        let names: Vec<_> = std::fs::read_dir(&target)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("new.csv")]);
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "nothing beside it"
+        );
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_while_the_first_lives_and_a_dead_ones_leftovers_are_reaped() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("out");
+        let first = StagedDir::begin(&target).unwrap();
+        match StagedDir::begin(&target) {
+            Err(StageError::Busy { pid, .. }) => assert_eq!(pid, std::process::id() as i32),
+            other => panic!("not refused: {other:?}"),
+        }
+        drop(first);
+        assert!(!target.exists(), "an uncommitted directory never appears");
+        // A writer that died: a pid no process has.
+        let staging = d.path().join(".out.writing");
+        std::fs::create_dir(&staging).unwrap();
+        std::fs::write(staging.join(WRITER_PID_FILE), i32::MAX.to_string()).unwrap();
+        let staged = StagedDir::begin(&target).unwrap();
+        assert_eq!(staged.reaped.as_deref(), Some(staging.as_path()));
+        staged.commit().unwrap();
+        assert!(target.is_dir());
     }
 }

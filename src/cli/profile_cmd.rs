@@ -66,9 +66,24 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
     if !(0.0..1.0).contains(&args.tolerance) {
         return Err(InputError::new("--tolerance", "must be in [0, 1)"));
     }
-    let out = args
-        .out
-        .unwrap_or_else(|| PathBuf::from("profiles").join(format!("{}.json", spec.name)));
+    let out = match args.out {
+        Some(out) => out,
+        // The workload's name becomes a file name only when no --out names one.
+        None if crate::fsutil::is_safe_file_stem(&spec.name) => {
+            PathBuf::from("profiles").join(format!("{}.json", spec.name))
+        }
+        None => {
+            return Err(InputError::field(
+                spec.origin.clone(),
+                "name",
+                format!(
+                    "`{}` cannot name the profile file ({}); pass --out FILE",
+                    spec.name,
+                    crate::fsutil::SAFE_FILE_STEM
+                ),
+            ))
+        }
+    };
     Ok(ProfileRequest {
         spec,
         out,

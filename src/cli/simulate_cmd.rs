@@ -41,6 +41,19 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         // Per-round records only feed --out and --plot; a sweep's summaries do without them.
         record_rounds: args.out.is_some() || args.plot.is_some(),
     };
+    // Claimed before the minutes of simulating, so that a second run into the same directory is refused
+    // at once.
+    let staged = args
+        .out
+        .as_deref()
+        .map(sim::output::begin_out_dir)
+        .transpose()?;
+    if let Some(reaped) = staged.as_ref().and_then(|s| s.reaped.as_ref()) {
+        eprintln!(
+            "removed {}, the unfinished output of a run that died",
+            reaped.display()
+        );
+    }
     let points = sweep_points(&s, generated);
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -57,8 +70,12 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             job_list_seed: generated.then(|| s.job_list_seed.for_run(point.seed)),
         })
         .collect();
-    if let Some(dir) = &args.out {
-        write_run_dirs(dir, &runs, &cfg.cluster)?;
+    if let Some(staged) = staged {
+        write_run_dirs(staged.path(), &runs, &cfg.cluster)?;
+        staged.commit().map_err(|e| sim::SimError::Io {
+            context: "writing the simulation's output".to_string(),
+            source: e,
+        })?;
     }
     if let Some(dir) = &args.plot {
         draw_charts(dir, &runs, &cfg.cluster)?;

@@ -90,14 +90,6 @@ pub struct JobList {
     pub catalog: Catalog,
 }
 
-fn valid_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 64
-        && n.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && !n.starts_with('.')
-}
-
 impl JobList {
     /// Reads and validates a job list; paths in it resolve against its directory.
     pub fn read(path: &Path) -> Result<JobList, ExecError> {
@@ -132,13 +124,14 @@ impl JobList {
         let mut jobs = Vec::new();
         for (i, e) in file.job.iter().enumerate() {
             let field = |f: &str| format!("job[{i}].{f}");
-            if !valid_name(&e.name) {
+            if !crate::fsutil::is_safe_file_stem(&e.name) {
                 return Err(InputError::field(
                     origin,
                     field("name"),
                     format!(
-                        "`{}` is not a job name (1-64 letters, digits, `-`, `_`, `.`)",
-                        e.name
+                        "`{}` is not a job name ({})",
+                        e.name,
+                        crate::fsutil::SAFE_FILE_STEM
                     ),
                 )
                 .into());

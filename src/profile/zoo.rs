@@ -74,6 +74,17 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
     let mut out = Vec::new();
     for (name, m) in &zoo.models {
         let field = |f: &str| format!("models.{name}.{f}");
+        // The name becomes the profile's file name in the output directory.
+        if !crate::fsutil::is_safe_file_stem(name) {
+            return Err(InputError::field(
+                origin,
+                format!("models.{name}"),
+                format!(
+                    "`{name}` cannot name a profile file ({})",
+                    crate::fsutil::SAFE_FILE_STEM
+                ),
+            ));
+        }
         if m.iter_time_s_at_proportional <= 0.0 || !m.iter_time_s_at_proportional.is_finite() {
             return Err(InputError::field(
                 origin,
@@ -218,5 +229,18 @@ mod tests {
         let bad = ZOO.replace("[0.1,2.0]", "[0.1]");
         let e = parse_zoo(&bad, "zoo.json").unwrap_err();
         assert!(e.to_string().contains("model m"), "{e}");
+    }
+
+    #[test]
+    fn a_model_name_that_would_leave_the_output_directory_is_refused() {
+        for name in ["../../evil", "a/b", ".hidden", ""] {
+            let bad = ZOO.replace(r#""models":{"m":"#, &format!(r#""models":{{"{name}":"#));
+            let e = parse_zoo(&bad, "zoo.json").unwrap_err();
+            assert_eq!(
+                e.field.as_deref(),
+                Some(format!("models.{name}").as_str()),
+                "{e}"
+            );
+        }
     }
 }

@@ -29,6 +29,9 @@ pub enum SimError {
         /// Simulated time when it gave up, hours.
         simulated_h: f64,
     },
+    /// The output directory is being written by another run, or could not be staged.
+    #[error(transparent)]
+    Output(#[from] crate::fsutil::StageError),
     /// Reading or writing failed.
     #[error("{context}")]
     Io {

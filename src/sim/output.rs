@@ -4,7 +4,8 @@
 use super::metrics::{FinishedJob, RoundRecord, SimResult, Summary};
 use super::table::{Table, Values};
 use super::SimError;
-use crate::fsutil::write_atomic;
+use crate::error::InputError;
+use crate::fsutil::{write_atomic, StagedDir};
 use crate::sched::cluster::ClusterConfig;
 use serde::Serialize;
 use std::fmt::Write;
@@ -200,6 +201,46 @@ pub struct RunLabels {
     pub job_list_seed: Option<u64>,
     /// The cluster's size.
     pub cluster: ClusterSize,
+}
+
+/// Starts writing a run's (or a sweep's) output directory `dir`: the files are written into the returned
+/// [`StagedDir`] and appear in `dir` together when it is committed. Refused when another run is writing
+/// `dir`, and when `dir` holds anything but an earlier simulation's output (it is replaced whole).
+pub fn begin_out_dir(dir: &Path) -> Result<StagedDir, SimError> {
+    if dir.exists() && !holds_only_outputs(dir) {
+        return Err(InputError::new(
+            dir.display().to_string(),
+            "holds files that are not a simulation's output, and the output replaces the whole \
+             directory; choose a new or empty directory",
+        )
+        .into());
+    }
+    Ok(StagedDir::begin(dir)?)
+}
+
+/// Whether `dir` is a directory holding only what [`write_dir`] and the charts write, directly or in
+/// one subdirectory per sweep point.
+fn holds_only_outputs(dir: &Path) -> bool {
+    const FILES: [&str; 5] = [
+        "jobs.csv",
+        "jobs.parquet",
+        "rounds.csv",
+        "rounds.parquet",
+        "summary.json",
+    ];
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.into_iter().all(|e| {
+        let Ok(e) = e else { return false };
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() {
+            holds_only_outputs(&p)
+        } else {
+            FILES.contains(&name.as_str()) || name.ends_with(".svg") || name.ends_with(".png")
+        }
+    })
 }
 
 /// Writes `jobs.csv`, `jobs.parquet`, `rounds.csv`, `rounds.parquet` and `summary.json` (the summary and
