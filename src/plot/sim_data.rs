@@ -4,6 +4,7 @@
 use super::{Kind, PlotError};
 use crate::error::InputError;
 use crate::sim::metrics::SimResult;
+use crate::sim::table::{read_csv, CsvRecord};
 use std::path::Path;
 
 /// One simulated configuration, as the charts see it.
@@ -180,7 +181,7 @@ fn read_run(dir: &Path) -> Result<RunData, PlotError> {
     for r in 0..table.rows.len() {
         let j = table.number(r, jct)? / 3600.0;
         all.push(j);
-        if table.rows[r][in_window] == "true" {
+        if table.cell(r, in_window)? == "true" {
             measured.push(j);
         }
     }
@@ -237,29 +238,25 @@ fn from_dir_name(dir: &Path) -> (Option<f64>, Option<u64>) {
     (load, seed.parse().ok())
 }
 
-/// A CSV file with a header and no quoting (what `synergy simulate` writes).
+/// A CSV file with a header: what `synergy simulate` writes, read through [`read_csv`] so that a table
+/// re-saved by a spreadsheet (quoted cells, CRLF, a byte-order mark) still reads.
 struct Csv {
     origin: String,
     header: Vec<String>,
-    rows: Vec<Vec<String>>,
+    rows: Vec<CsvRecord>,
 }
 
 impl Csv {
     fn parse(text: &str, origin: &str) -> Result<Csv, InputError> {
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let header: Vec<String> = lines
+        let mut records = read_csv(text, origin)?.into_iter();
+        let header = records
             .next()
             .ok_or_else(|| InputError::new(origin, "is empty (expected a header line)"))?
-            .split(',')
-            .map(|h| h.trim().to_string())
-            .collect();
-        let rows = lines
-            .map(|l| l.split(',').map(|c| c.trim().to_string()).collect())
-            .collect();
+            .fields;
         Ok(Csv {
             origin: origin.into(),
             header,
-            rows,
+            rows: records.collect(),
         })
     }
 
@@ -270,16 +267,65 @@ impl Csv {
             .ok_or_else(|| InputError::field(&self.origin, name, "no such column in the header"))
     }
 
+    /// The cell of `row` in column `col`, text; errors name the file's line and the column.
+    fn cell(&self, row: usize, col: usize) -> Result<&str, InputError> {
+        let r = &self.rows[row];
+        r.fields.get(col).map(String::as_str).ok_or_else(|| {
+            InputError::field(
+                &self.origin,
+                format!("line {}, column {}", r.line, self.header[col]),
+                "missing",
+            )
+        })
+    }
+
     fn number(&self, row: usize, col: usize) -> Result<f64, InputError> {
-        let field = || format!("line {}, column {}", row + 2, self.header[col]);
-        let cell = self.rows[row]
-            .get(col)
-            .ok_or_else(|| InputError::field(&self.origin, field(), "missing"))?;
+        let cell = self.cell(row, col)?;
         cell.parse::<f64>()
             .ok()
             .filter(|v| v.is_finite())
             .ok_or_else(|| {
-                InputError::field(&self.origin, field(), format!("`{cell}` is not a number"))
+                InputError::field(
+                    &self.origin,
+                    format!("line {}, column {}", self.rows[row].line, self.header[col]),
+                    format!("`{cell}` is not a number"),
+                )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_read_with_quotes_crlf_and_a_byte_order_mark() {
+        let t = Csv::parse(
+            "\u{feff}id,\"model\",jct_s\r\n0,\"res,18\",\"7200\"\r\n\r\n1,gnmt,3600.5\r\n",
+            "jobs.csv",
+        )
+        .unwrap();
+        let (model, jct) = (t.column("model").unwrap(), t.column("jct_s").unwrap());
+        assert_eq!(t.cell(0, model).unwrap(), "res,18");
+        assert_eq!(t.number(0, jct).unwrap(), 7200.0);
+        assert_eq!(t.number(1, jct).unwrap(), 3600.5);
+    }
+
+    #[test]
+    fn a_bad_cell_names_its_line_and_column() {
+        let t = Csv::parse("id,jct_s\n0,1\n\n1,soon\n2\n", "jobs.csv").unwrap();
+        let jct = t.column("jct_s").unwrap();
+        assert_eq!(
+            t.number(1, jct).unwrap_err().to_string(),
+            "jobs.csv: field `line 4, column jct_s`: `soon` is not a number"
+        );
+        assert_eq!(
+            t.number(2, jct).unwrap_err().to_string(),
+            "jobs.csv: field `line 5, column jct_s`: missing"
+        );
+        assert_eq!(
+            t.column("in_window").unwrap_err().to_string(),
+            "jobs.csv: field `in_window`: no such column in the header"
+        );
     }
 }

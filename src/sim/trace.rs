@@ -5,6 +5,7 @@
 use crate::error::InputError;
 use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
+use crate::sim::table::read_csv;
 
 /// One job of a trace.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,39 +22,38 @@ pub struct TraceJob {
     pub gpus: u32,
 }
 
-/// Parses a CSV trace; `origin` names the file. Errors name the line and the field.
+/// Parses a CSV trace; `origin` names the file. Fields may be quoted, lines may end in CRLF and a
+/// byte-order mark may precede the header (a trace saved by a spreadsheet). Errors name the line and the
+/// field.
 pub fn parse_csv(
     text: &str,
     origin: &str,
     catalog: &Catalog,
     max_gpus: u64,
 ) -> Result<Vec<TraceJob>, InputError> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, header)) = lines.next() else {
+    let mut records = read_csv(text, origin)?.into_iter();
+    let Some(header) = records.next() else {
         return Err(InputError::new(
             origin,
             "the trace is empty (expected a header `id,model,arrival_s,iters,gpus` and jobs)",
         ));
     };
-    let cols: Vec<&str> = header.split(',').map(str::trim).collect();
+    let cols = &header.fields;
     let want = ["id", "model", "arrival_s", "iters", "gpus"];
     let mut at = [0usize; 5];
     for (k, w) in want.iter().enumerate() {
         at[k] = cols.iter().position(|c| c == w).ok_or_else(|| {
             InputError::new(
-                format!("{origin}, line 1"),
+                format!("{origin}, line {}", header.line),
                 format!("the header lacks column `{w}` (expected id,model,arrival_s,iters,gpus)"),
             )
         })?;
     }
     let mut jobs = Vec::new();
     let mut ids = std::collections::HashSet::new();
-    for (n, line) in lines {
-        let here = format!("{origin}, line {}", n + 1);
-        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    for record in records {
+        let here = format!("{origin}, line {}", record.line);
+        let f: Vec<&str> = record.fields.iter().map(String::as_str).collect();
         if f.len() != cols.len() {
             return Err(InputError::new(
                 here,
@@ -419,6 +419,93 @@ mod tests {
         assert!(e.to_string().contains("wider than the cluster"), "{e}");
         assert!(parse_csv("", "t.csv", &c, 8).is_err());
         assert!(parse_csv("id,model,arrival_s,iters,gpus\n", "t.csv", &c, 8).is_err());
+    }
+
+    #[test]
+    fn csv_takes_quoted_fields() {
+        let c = toy_catalog();
+        let t = "id,model,arrival_s,iters,gpus\n\"0\",\"gnmt\",\"1.5\", 10 ,1\n";
+        let jobs = parse_csv(t, "t.csv", &c, 8).unwrap();
+        assert_eq!(jobs[0].model, c.index("gnmt").unwrap() as u32);
+        assert_eq!(jobs[0].arrival_s, 1.5);
+        // A quoted comma is part of the field, not a sixth one: the error is about the model.
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,\"gnmt,lstm\",0,10,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("t.csv, line 2: field `model`: unknown model `gnmt,lstm`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn csv_takes_crlf_line_ends() {
+        let c = toy_catalog();
+        let t = "id,model,arrival_s,iters,gpus\r\n0,gnmt,0,10,1\r\n\r\n1,lstm,2,20,2\r\n";
+        let jobs = parse_csv(t, "t.csv", &c, 8).unwrap();
+        assert_eq!((jobs[1].iters, jobs[1].gpus), (20, 2));
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\r\n0,gnmt,0,10,1\r\n\r\n1,lstm,2,20,x\r\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        // Line 4 of the file (the blank line counts), and no carriage return in the quoted value.
+        assert_eq!(
+            e.to_string(),
+            "t.csv, line 4: field `gpus`: `x` is not an integer of at least 1"
+        );
+    }
+
+    #[test]
+    fn csv_takes_a_byte_order_mark_before_the_header() {
+        let c = toy_catalog();
+        let t = "\u{feff}id,model,arrival_s,iters,gpus\n0,gnmt,0,10,1\n";
+        assert_eq!(parse_csv(t, "t.csv", &c, 8).unwrap()[0].id, 0);
+        let e = parse_csv(
+            "\u{feff}id,model,arrival_s,iters,gpus\n0,gnmt,0,10,1\n1,gnmt,soon,10,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv, line 3: field `arrival_s`: `soon` is not a non-negative number of seconds"
+        );
+    }
+
+    #[test]
+    fn csv_errors_name_the_header_and_short_lines() {
+        let c = toy_catalog();
+        let e = parse_csv(
+            "id,model,arrival,iters,gpus\n0,gnmt,0,10,1\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv, line 1: the header lacks column `arrival_s` (expected id,model,arrival_s,iters,gpus)"
+        );
+        let e = parse_csv(
+            "id,model,arrival_s,iters,gpus\n0,gnmt,0,10\n",
+            "t.csv",
+            &c,
+            8,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "t.csv, line 2: has 4 fields, the header has 5"
+        );
     }
 
     #[test]

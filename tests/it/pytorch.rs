@@ -5,7 +5,7 @@
 //! Needs PyTorch: `scripts/install-pytorch.sh` installs it (CI runs it first) and prints the interpreter,
 //! which these tests take from $SYNERGY_PYTHON, else from that script's default location.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -144,31 +144,37 @@ fn image_model(spec_name: &str, model: &str) {
 
 #[test]
 fn resnet18_counts_match() {
+    let _host = common::shared();
     image_model("pytorch-resnet18", "resnet18");
 }
 
 #[test]
 fn resnet50_counts_match() {
+    let _host = common::shared();
     image_model("pytorch-resnet50", "resnet50");
 }
 
 #[test]
 fn mobilenet_v2_counts_match() {
+    let _host = common::shared();
     image_model("pytorch-mobilenet-v2", "mobilenet_v2");
 }
 
 #[test]
 fn shufflenet_v2_counts_match() {
+    let _host = common::shared();
     image_model("pytorch-shufflenet-v2", "shufflenet_v2_x1_0");
 }
 
 #[test]
 fn alexnet_counts_match() {
+    let _host = common::shared();
     image_model("pytorch-alexnet", "alexnet");
 }
 
 #[test]
 fn lstm_and_transformer_count_match() {
+    let _host = common::shared();
     for (name, model) in [
         ("pytorch-lstm", "lstm"),
         ("pytorch-transformer", "transformer"),
@@ -181,6 +187,7 @@ fn lstm_and_transformer_count_match() {
 
 #[test]
 fn m5_counts_match_with_data_and_synthetic() {
+    let _host = common::shared();
     let (trial, summary) = measure(&[&spec("pytorch-m5")], &[]);
     assert_counts_match(&trial, &summary, STEPS, BATCH);
     assert_eq!(summary["synthetic"], false);
@@ -191,6 +198,7 @@ fn m5_counts_match_with_data_and_synthetic() {
 
 #[test]
 fn the_application_cache_keeps_a_fixed_subset() {
+    let _host = common::shared();
     // About 32 images in 3 MiB; a 1 MB cache holds about a third of them. Three epochs of 8 steps.
     let (trial, summary) = measure(
         &[&spec("pytorch-shufflenet-v2"), "--cache-bytes", "1MB"],
@@ -227,6 +235,7 @@ fn plain_script() -> String {
 
 #[test]
 fn the_probe_counts_an_unmodified_script() {
+    let _host = common::shared();
     let py = python();
     let data = data_dir().join("image-256m");
     let tmp = tempfile::tempdir().unwrap();
@@ -291,6 +300,7 @@ fn the_probe_counts_an_unmodified_script() {
 
 #[test]
 fn a_spec_probe_sets_workers_and_chains_the_users_sitecustomize() {
+    let _host = common::shared();
     let py = python();
     let data = data_dir().join("image-256m");
     let tmp = tempfile::tempdir().unwrap();
@@ -345,6 +355,7 @@ PYTHONPATH = "{user}"
 
 #[test]
 fn a_spec_and_a_command_together_are_refused() {
+    let _host = common::shared();
     common::assert_input_error(
         &[
             "measure", "image", "--probe", "pytorch", "--", "python3", "t.py",
@@ -396,6 +407,7 @@ fn trials<'a>(p: &'a Value, role: &str) -> Vec<&'a Value> {
 
 #[test]
 fn an_unmodified_script_is_profiled_completely() {
+    let _host = common::shared();
     let py = python();
     let data = data_dir().join("image-256m");
     let script = imagefolder_script();
@@ -464,6 +476,7 @@ fn an_unmodified_script_is_profiled_completely() {
 
 #[test]
 fn a_script_whose_data_is_not_on_disk_gets_a_profile_that_says_memory_does_not_apply() {
+    let _host = common::shared();
     let py = python();
     let script = imagefolder_script();
     let (p, printed) = profile_command(&[
@@ -503,6 +516,7 @@ fn a_script_whose_data_is_not_on_disk_gets_a_profile_that_says_memory_does_not_a
 
 #[test]
 fn the_probes_synthetic_mode_agrees_with_the_scripts_own_fake_data() {
+    let _host = common::shared();
     let py = python();
     let data = data_dir().join("image-256m");
     let script = imagefolder_script();
@@ -556,6 +570,7 @@ fn the_probes_synthetic_mode_agrees_with_the_scripts_own_fake_data() {
 
 #[test]
 fn a_script_without_a_dataloader_gets_a_message_that_says_so() {
+    let _host = common::shared();
     let py = python();
     let tmp = tempfile::tempdir().unwrap();
     let no_loader = tmp.path().join("no_loader.py");

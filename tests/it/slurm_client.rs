@@ -3,7 +3,7 @@
 //! cores, memory and a GPU and what Slurm and the kernel really gave it, cancellation by SIGTERM, and the
 //! errors a user sees. Without a running cluster these tests fail and say how to start one.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -161,6 +161,7 @@ fn job_cgroups(id: JobId) -> Vec<PathBuf> {
 
 #[test]
 fn discovers_the_node_with_its_cores_memory_and_gpus() {
+    let _host = common::shared();
     let slurm = cluster();
     let nodes = slurm.nodes().unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
@@ -380,6 +381,7 @@ fn suspend_stops_every_process_and_resume_continues() {
 
 #[test]
 fn an_impossible_request_is_rejected_with_slurms_reason() {
+    let _host = common::shared();
     let slurm = cluster();
     let node = node(&slurm);
     let dir = tempfile::tempdir().unwrap();
@@ -409,6 +411,7 @@ fn an_impossible_request_is_rejected_with_slurms_reason() {
 
 #[test]
 fn an_unreachable_controller_says_to_run_the_setup_script() {
+    let _host = common::shared();
     // The real configuration with the controller moved to a port nothing listens on.
     let real = std::fs::read_to_string("/etc/slurm/slurm.conf")
         .expect("/etc/slurm/slurm.conf: run `sudo scripts/slurm-setup.sh` first");

@@ -1,8 +1,8 @@
 //! Ctrl-C (SIGINT) and SIGTERM to `synergy measure` mid-trial leave no workload process and no cgroup.
 
-mod common;
+use crate::common;
 
-use common::{cgroups_of, processes_with, synergy};
+use crate::common::{cgroups_of, processes_with, synergy};
 use std::time::{Duration, Instant};
 
 fn interrupt_mid_trial(signal: i32, isolation: &str) {
@@ -67,6 +67,7 @@ fn interrupt_mid_trial(signal: i32, isolation: &str) {
 
 #[test]
 fn sigint_cleans_up() {
+    let _host = common::shared();
     if common::skip_without_cgroups() {
         return;
     }
@@ -75,6 +76,7 @@ fn sigint_cleans_up() {
 
 #[test]
 fn sigterm_cleans_up() {
+    let _host = common::shared();
     if common::skip_without_cgroups() {
         return;
     }
@@ -83,11 +85,13 @@ fn sigterm_cleans_up() {
 
 #[test]
 fn sigterm_cleans_up_under_the_affinity_fallback() {
+    let _host = common::shared();
     interrupt_mid_trial(libc::SIGTERM, "affinity");
 }
 
 #[test]
 fn sigint_during_dataset_generation_leaves_nothing() {
+    let _host = common::shared();
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("images");
     let mut child = synergy()

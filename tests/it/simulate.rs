@@ -1,9 +1,9 @@
 //! The simulator against its invariants (seeded random traces), a hand-checked trace, and the command
 //! line's handling of bad input.
 
-mod common;
+use crate::common;
 
-use common::assert_input_error;
+use crate::common::assert_input_error;
 
 use synergy::sched::catalog::{Catalog, JobModel};
 use synergy::sched::cluster::{ClusterConfig, ClusterState, ServerSpec};
@@ -124,6 +124,7 @@ fn cfg(cluster: ClusterConfig) -> SimConfig {
 
 #[test]
 fn no_server_is_over_allocated_and_every_job_finishes() {
+    let _host = common::shared();
     let catalog = zoo();
     for seed in 1..=3u64 {
         for mech in MECHANISMS {
@@ -160,6 +161,7 @@ fn no_server_is_over_allocated_and_every_job_finishes() {
 
 #[test]
 fn tune_never_runs_a_job_below_proportional_and_serves_the_same_jobs() {
+    let _host = common::shared();
     let catalog = zoo();
     // A mixed-shape cluster makes placement harder than the paper's.
     let cluster = ClusterConfig {
@@ -205,6 +207,7 @@ fn tune_never_runs_a_job_below_proportional_and_serves_the_same_jobs() {
 
 #[test]
 fn a_seed_gives_identical_results() {
+    let _host = common::shared();
     let catalog = zoo();
     for mech in MECHANISMS {
         let once = || {
@@ -319,6 +322,7 @@ fn hand_run(mech: &str) -> Vec<(u64, f64)> {
 
 #[test]
 fn hand_checked_trace() {
+    let _host = common::shared();
     // Proportional: every job at speed 1.
     //   t=0:   jobs 0 and 1 run (job 2 arrives at 10 s, no GPU left). 0: 300 of 1200 iterations; 1: 600 of
     //          1200 (0.5 s per iteration).
@@ -377,6 +381,7 @@ fn near(ours: f64, published: f64, tolerance: f64, what: &str) {
 /// -> 16.6 h with p99 1,158 h -> 182 h; LAS 86 h -> 33 h.
 #[test]
 fn seed_42_replays_the_published_paper_default() {
+    let _host = common::shared();
     let jct = |policy: &str, mech: &str| paper_default(policy, mech, 42);
     let (prop, tune) = (jct("fifo", "proportional"), jct("fifo", "tune"));
     near(prop.mean_h, 81.0, 0.03, "FIFO proportional mean");
@@ -402,6 +407,7 @@ fn seed_42_replays_the_published_paper_default() {
 /// the published one.
 #[test]
 fn five_seeds_average_to_the_published_means() {
+    let _host = common::shared();
     let mean = |mech: &str| {
         (42..47)
             .map(|seed| paper_default("fifo", mech, seed).mean_h)
@@ -433,6 +439,7 @@ const HEADER: &str = "id,model,arrival_s,iters,gpus\n";
 
 #[test]
 fn bad_traces_name_the_line_and_field() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let p = profiles_dir();
     let cases: [(&str, &str, &[&str]); 6] = [
@@ -474,6 +481,7 @@ fn bad_traces_name_the_line_and_field() {
 
 #[test]
 fn malformed_cluster_files_and_flags_are_refused() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let p = profiles_dir();
     let c = write(
@@ -507,6 +515,7 @@ fn malformed_cluster_files_and_flags_are_refused() {
 
 #[test]
 fn a_trace_file_runs_and_writes_its_outputs() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let t = write(
         d.path(),

@@ -1,9 +1,9 @@
 //! The launch contract end to end with small shell workloads: the progress pipe, the regular-expression
 //! reader, the environment a workload sees, and a crashing workload's report.
 
-mod common;
+use crate::common;
 
-use common::{measure, rate, run};
+use crate::common::{measure, rate, run};
 use std::path::Path;
 
 fn spec(dir: &Path, name: &str, body: &str) -> String {
@@ -73,6 +73,7 @@ scale = 8
 
 #[test]
 fn a_crashing_workload_is_reported_with_its_stderr() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let body = r#"
 name = "crash"
@@ -90,6 +91,7 @@ footprint = "1MiB"
 
 #[test]
 fn a_missing_program_is_named() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let body = "name = 'x'\ncommand = ['/no/such/program']\nbatch_size = 1\nfootprint = '1MiB'\n";
     let s = spec(d.path(), "missing", body);

@@ -3,9 +3,9 @@
 //! reruns give the same bytes, `profile --plot` and `simulate --plot` write their charts, and bad input is
 //! refused with exit code 2.
 
-mod common;
+use crate::common;
 
-use common::{assert_input_error, run};
+use crate::common::{assert_input_error, run};
 use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
@@ -113,6 +113,7 @@ fn profile_labels(kind: &str) -> &'static [&'static str] {
 
 #[test]
 fn every_profile_kind_renders_the_measured_profiles_to_png_and_svg() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let inputs = profiles_in("profiles");
     let names: Vec<String> = inputs.iter().map(|p| workload_name(p)).collect();
@@ -140,6 +141,7 @@ fn every_profile_kind_renders_the_measured_profiles_to_png_and_svg() {
 
 #[test]
 fn published_profiles_without_measurements_render_and_fit_says_why_not() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let zoo = profiles_in("profiles/zoo");
     let names: Vec<String> = zoo.iter().map(|p| workload_name(p)).collect();
@@ -201,6 +203,7 @@ fn sim_labels(kind: &str) -> &'static [&'static str] {
 
 #[test]
 fn every_simulation_kind_renders_a_sweep_and_a_run() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let sweep = simulate_sweep(d.path());
     let sweep_s = vec![sweep.display().to_string()];
@@ -245,6 +248,7 @@ fn every_simulation_kind_renders_a_sweep_and_a_run() {
 
 #[test]
 fn the_same_input_gives_the_same_bytes() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let sweep = simulate_sweep(d.path());
     let cases = [
@@ -268,6 +272,7 @@ fn the_same_input_gives_the_same_bytes() {
 
 #[test]
 fn simulate_plot_writes_its_charts() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let charts = d.path().join("charts");
     let o = run(&[
@@ -339,6 +344,7 @@ fn profile_plot_writes_charts_beside_the_profile() {
 
 #[test]
 fn bad_input_is_refused_with_exit_code_2() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("x.svg");
     let out_s = out.display().to_string();

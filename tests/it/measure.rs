@@ -2,9 +2,9 @@
 //! throughput under a storage limit, page cache under a memory limit, the application cache's hit ratio,
 //! and the affinity fallback. Trials run one at a time (they share two cores).
 
-mod common;
+use crate::common;
 
-use common::{measure, measure_undisturbed, rate, serial, skip_without_cgroups};
+use crate::common::{measure, measure_undisturbed, rate, serial, skip_without_cgroups};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

@@ -2,9 +2,9 @@
 //! measures and keeps the one-core rate, `workload run --gpu-rate 0.5x` runs at that multiple of it (in
 //! synthetic mode without reading the dataset), and the rate file is never taken for data.
 
-mod common;
+use crate::common;
 
-use common::{run, synergy};
+use crate::common::{run, synergy};
 use std::path::Path;
 
 fn gen(dir: &Path, kind: &str, size: &str) {

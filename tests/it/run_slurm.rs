@@ -5,9 +5,9 @@
 //! ends with no job of the run left in Slurm and no process left. Without a running cluster these tests
 //! fail and say how to start one.
 
-mod common;
+use crate::common;
 
-use common::{finish, job, processes_with, serial, synergy, RunSetup};
+use crate::common::{finish, job, processes_with, serial, synergy, RunSetup};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command};
@@ -372,6 +372,7 @@ fn a_resumed_run_cancels_the_jobs_its_killed_executor_left_and_continues() {
 
 #[test]
 fn flags_of_the_other_backend_are_input_errors() {
+    let _host = common::shared();
     let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobs-mixed.toml");
     let jobs = jobs.to_str().unwrap();
     common::assert_input_error(

@@ -1,9 +1,9 @@
 //! `synergy profile` end to end on a small text workload: the file round-trips through `predict`, an
 //! interrupted profile resumes without re-measuring, and bad profile files are refused by field.
 
-mod common;
+use crate::common;
 
-use common::{data_dir, run, synergy};
+use crate::common::{data_dir, run, synergy};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -141,6 +141,7 @@ fn an_interrupted_profile_resumes_without_remeasuring() {
 
 #[test]
 fn bad_profiles_are_refused_with_the_field_named() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &[&str]); 4] = [
         ("notjson.json", "{ nope", &["not JSON"]),

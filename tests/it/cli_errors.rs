@@ -1,8 +1,8 @@
 //! Bad input gets one clear message naming the file or flag, exit code 2, and no panic.
 
-mod common;
+use crate::common;
 
-use common::{assert_input_error, run};
+use crate::common::{assert_input_error, run};
 use std::path::Path;
 
 fn write_spec(dir: &Path, name: &str, text: &str) -> String {
@@ -15,6 +15,7 @@ const GOOD: &str = "name = 'x'\ncommand = ['true']\nbatch_size = 4\nfootprint = 
 
 #[test]
 fn malformed_toml_names_the_file_and_line() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let spec = write_spec(d.path(), "bad.toml", "name = 'x\ncommand = ['true']\n");
     assert_input_error(&["measure", &spec], &[&spec, "line 1"]);
@@ -22,6 +23,7 @@ fn malformed_toml_names_the_file_and_line() {
 
 #[test]
 fn unknown_field_is_named() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let spec = write_spec(d.path(), "extra.toml", &format!("{GOOD}gpu_rate = 3\n"));
     assert_input_error(&["measure", &spec], &[&spec, "gpu_rate"]);
@@ -29,6 +31,7 @@ fn unknown_field_is_named() {
 
 #[test]
 fn missing_dataset_without_generator_is_named() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let text = format!("{GOOD}[dataset]\npath = 'no-such-dataset'\n");
     let spec = write_spec(d.path(), "nodata.toml", &text);
@@ -40,12 +43,14 @@ fn missing_dataset_without_generator_is_named() {
 
 #[test]
 fn more_cores_than_the_host_has_is_refused() {
+    let _host = common::shared();
     assert_input_error(&["measure", "text", "--cpus", "4096"], &["--cpus", "4096"]);
     assert_input_error(&["measure", "text", "--cpus", "0"], &["--cpus"]);
 }
 
 #[test]
 fn memory_below_the_footprint_is_refused() {
+    let _host = common::shared();
     // `footprint` is a floor a spec may declare; the built-in specs declare none.
     let d = tempfile::tempdir().unwrap();
     let spec = write_spec(d.path(), "floor.toml", GOOD);
@@ -57,6 +62,7 @@ fn memory_below_the_footprint_is_refused() {
 
 #[test]
 fn bad_gpu_rates_are_refused() {
+    let _host = common::shared();
     for bad in ["0", "-1x", "x", "nan", "0x", "fast"] {
         assert_input_error(
             &[
@@ -77,6 +83,7 @@ fn bad_gpu_rates_are_refused() {
 
 #[test]
 fn a_relative_gpu_rate_needs_the_dataset() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let missing = d.path().join("no-such-dataset").display().to_string();
     let out = common::synergy()
@@ -96,6 +103,7 @@ fn a_relative_gpu_rate_needs_the_dataset() {
 
 #[test]
 fn dataset_rate_names_bad_input() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let missing = d.path().join("none").display().to_string();
     assert_input_error(
@@ -118,6 +126,7 @@ fn dataset_rate_names_bad_input() {
 
 #[test]
 fn unknown_spec_and_bad_sizes_are_refused() {
+    let _host = common::shared();
     assert_input_error(&["measure", "no-such-workload"], &["no-such-workload"]);
     let out = run(&["measure", "image", "--mem", "lots"]);
     assert_eq!(out.status.code(), Some(2));
@@ -125,6 +134,7 @@ fn unknown_spec_and_bad_sizes_are_refused() {
 
 #[test]
 fn affinity_cannot_bound_memory() {
+    let _host = common::shared();
     assert_input_error(
         &[
             "measure",
@@ -143,6 +153,7 @@ fn affinity_cannot_bound_memory() {
 
 #[test]
 fn a_dataset_that_is_not_a_directory_is_refused() {
+    let _host = common::shared();
     for verb in ["measure", "profile"] {
         assert_input_error(
             &[
@@ -174,6 +185,7 @@ fn a_dataset_that_is_not_a_directory_is_refused() {
 
 #[test]
 fn a_full_standard_output_is_an_error_not_a_panic() {
+    let _host = common::shared();
     let profile = format!("{}/profiles/image.json", env!("CARGO_MANIFEST_DIR"));
     for args in [
         vec!["predict", profile.as_str(), "--cpus", "1", "--mem", "0.3"],

@@ -2,9 +2,11 @@
 //! with the freezer, a live cpuset change at a round boundary, a crashing job's retries, and resuming
 //! after `kill -9` of the executor. Each ends with no process and no cgroup of the run left behind.
 
-mod common;
+use crate::common;
 
-use common::{finish, job, processes_with, profiles, serial, skip_without_cgroups, RunSetup};
+use crate::common::{
+    finish, job, processes_with, profiles, serial, skip_without_cgroups, RunSetup,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -352,6 +354,7 @@ fn a_run_resumes_after_its_executor_is_killed() {
 
 #[test]
 fn bad_job_lists_and_flags_are_input_errors_naming_the_field() {
+    let _host = common::shared();
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("jobs.toml");
     let write = |text: &str| std::fs::write(&p, text).unwrap();
@@ -433,6 +436,7 @@ fn sigterm_stops_every_job_removes_every_cgroup_and_saves_the_state() {
 
 #[test]
 fn simulate_predicts_a_job_list_and_tune_beats_proportional_on_the_mixed_queue() {
+    let _host = common::shared();
     let list = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobs-mixed.toml");
     let list = list.display().to_string();
     let out = common::run(&[
