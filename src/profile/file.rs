@@ -1,12 +1,15 @@
-//! The profile file, schema `synergy-profile/1.2` (docs/profile-format.md): types, a reader that
-//! validates and names the field at fault (and still reads `synergy-profile/1`), an atomic writer, and
-//! the long-format CSV export.
+//! The profile file, schema `synergy-profile/1.2` (docs/architecture.md §3.4, docs/profile-format.md):
+//! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
+//! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
+//! [`super::predict`], re-exported here.
 
 use crate::fsutil::write_atomic;
 use crate::measure::TrialResult;
 use crate::stall::{HitModel, Stage, StallModel};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
 pub const SCHEMA: &str = "synergy-profile/1.2";
@@ -300,66 +303,6 @@ pub struct HitRatioRow {
     pub lru: Option<f64>,
 }
 
-impl FittedModel {
-    /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
-    pub fn hit_ratio(&self, model: HitModel, cache_bytes: f64) -> f64 {
-        self.column(cache_bytes, |r| match model {
-            HitModel::Minio => r.minio,
-            HitModel::PageCache => r.page_cache,
-        })
-    }
-
-    /// Uncalibrated LRU's hit ratio at `cache_bytes`.
-    pub fn lru_hit_ratio(&self, cache_bytes: f64) -> f64 {
-        self.column(cache_bytes, |r| r.lru.unwrap_or(r.page_cache))
-    }
-
-    fn column(&self, cache_bytes: f64, pick: impl Fn(&HitRatioRow) -> f64) -> f64 {
-        let rows = &self.hit_ratios;
-        let Some(first) = rows.first() else {
-            return 0.0;
-        };
-        if cache_bytes <= first.cache_bytes as f64 {
-            return pick(first);
-        }
-        for w in rows.windows(2) {
-            let (a, b) = (&w[0], &w[1]);
-            if cache_bytes <= b.cache_bytes as f64 {
-                let f =
-                    (cache_bytes - a.cache_bytes as f64) / (b.cache_bytes - a.cache_bytes) as f64;
-                return pick(a) + f * (pick(b) - pick(a));
-            }
-        }
-        pick(&rows[rows.len() - 1])
-    }
-
-    /// T(c, m) with the profile's own hit model, or `model` when given.
-    pub fn predict(
-        &self,
-        cpus: f64,
-        memory_bytes: f64,
-        model: Option<HitModel>,
-    ) -> crate::stall::Prediction {
-        let m = model.unwrap_or(self.stall.hit_model);
-        self.stall
-            .predict_with(cpus, memory_bytes, &mut |c| self.hit_ratio(m, c))
-    }
-
-    /// T(c, m) as the published DS-Analyzer model has it, for comparison: the workload's cache model
-    /// with an uncalibrated LRU page cache, and misses that cost storage bandwidth only.
-    pub fn predict_ds_analyzer(&self, cpus: f64, memory_bytes: f64) -> crate::stall::Prediction {
-        let page_cache = self.stall.hit_model == HitModel::PageCache;
-        self.stall
-            .predict_without_miss_cost(cpus, memory_bytes, &mut |c| {
-                if page_cache {
-                    self.lru_hit_ratio(c)
-                } else {
-                    self.hit_ratio(HitModel::Minio, c)
-                }
-            })
-    }
-}
-
 /// A server shape: the GPU-proportional share is its cores and memory divided by its GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -610,202 +553,6 @@ impl Profile {
         Ok(profile)
     }
 
-    /// Checks everything a reader indexes or divides by, once, so that every command can trust a profile
-    /// it has read: each table's shape against its axes, every number in its range, a matrix under which
-    /// the job can run at all (docs/architecture.md §3.4).
-    fn validate(&self, origin: &str) -> Result<(), crate::error::InputError> {
-        use crate::error::InputError;
-        let bad = |field: String, what: &str| InputError::field(origin, field, what.to_string());
-        let axis = |name: &str, v: &[f64]| {
-            let ok = !v.is_empty()
-                && v.iter().all(|x| x.is_finite() && *x > 0.0)
-                && v.windows(2).all(|w| w[0] < w[1]);
-            if ok {
-                Ok(())
-            } else {
-                Err(bad(
-                    name.to_string(),
-                    "must be positive and strictly increasing",
-                ))
-            }
-        };
-        // A table `[row][column]` over the axes `rows` x `cols`.
-        fn table<T>(
-            origin: &str,
-            name: &str,
-            t: &[Vec<T>],
-            rows: (&str, usize),
-            cols: (&str, usize),
-            ok: impl Fn(&T) -> bool,
-            what: &str,
-        ) -> Result<(), InputError> {
-            if t.len() != rows.1 {
-                return Err(InputError::field(
-                    origin,
-                    name,
-                    format!("has {} rows but {} has {}", t.len(), rows.0, rows.1),
-                ));
-            }
-            for (i, r) in t.iter().enumerate() {
-                if r.len() != cols.1 {
-                    return Err(InputError::field(
-                        origin,
-                        format!("{name}[{i}]"),
-                        format!("has {} values but {} has {}", r.len(), cols.0, cols.1),
-                    ));
-                }
-                if let Some(j) = r.iter().position(|v| !ok(v)) {
-                    return Err(InputError::field(origin, format!("{name}[{i}][{j}]"), what));
-                }
-            }
-            Ok(())
-        }
-        let non_negative = |v: &f64| v.is_finite() && *v >= 0.0;
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        let m = &self.matrix;
-        axis("matrix.cpus", &m.cpus)?;
-        axis("matrix.memory_gib", &m.memory_gib)?;
-        let rows = ("matrix.cpus", m.cpus.len());
-        let cols = ("matrix.memory_gib", m.memory_gib.len());
-        let number = "must be a non-negative number";
-        table(
-            origin,
-            "matrix.normalized",
-            &m.normalized,
-            rows,
-            cols,
-            non_negative,
-            number,
-        )?;
-        if let Some(t) = &m.samples_per_s {
-            table(
-                origin,
-                "matrix.samples_per_s",
-                t,
-                rows,
-                cols,
-                non_negative,
-                number,
-            )?;
-        }
-        if let Some(t) = &m.limited_by {
-            table(origin, "matrix.limited_by", t, rows, cols, |_| true, "")?;
-        }
-        if !m.normalized.iter().flatten().any(|v| *v > 0.0) {
-            return Err(bad(
-                "matrix.normalized".into(),
-                "is zero everywhere: a job with this profile could never make progress",
-            ));
-        }
-        let p = &self.per_gpu;
-        axis("per_gpu.cpus", &p.cpus)?;
-        axis("per_gpu.memory_gib", &p.memory_gib)?;
-        if p.cpus.len() != m.cpus.len() || p.memory_gib.len() != m.memory_gib.len() {
-            return Err(bad("per_gpu".into(), "axes must match matrix's"));
-        }
-        let per_gpu_rows = ("per_gpu.cpus", p.cpus.len());
-        let per_gpu_cols = ("per_gpu.memory_gib", p.memory_gib.len());
-        table(
-            origin,
-            "per_gpu.normalized",
-            &p.normalized,
-            per_gpu_rows,
-            per_gpu_cols,
-            non_negative,
-            number,
-        )?;
-        let rated = |name: &str, a: &RatedAllocation, normalized_positive: bool| {
-            if !positive(a.cpus) {
-                return Err(bad(
-                    format!("{name}.cpus"),
-                    "must be a positive number of cores",
-                ));
-            }
-            if !positive(a.memory_gib) {
-                return Err(bad(
-                    format!("{name}.memory_gib"),
-                    "must be a positive number of GiB",
-                ));
-            }
-            let norm_ok = if normalized_positive {
-                positive(a.normalized)
-            } else {
-                non_negative(&a.normalized)
-            };
-            if !norm_ok {
-                return Err(bad(
-                    format!("{name}.normalized"),
-                    "must be a positive number",
-                ));
-            }
-            if a.samples_per_s.is_some_and(|r| !non_negative(&r)) {
-                return Err(bad(format!("{name}.samples_per_s"), number));
-            }
-            Ok(())
-        };
-        rated("matrix.proportional", &m.proportional, true)?;
-        rated("demand.job", &self.demand.job, false)?;
-        rated("demand.per_gpu", &self.demand.per_gpu, false)?;
-        if !(self.demand.tolerance >= 0.0 && self.demand.tolerance < 1.0) {
-            return Err(bad("demand.tolerance".into(), "must be in [0, 1)"));
-        }
-        let sv = &self.server;
-        if sv.gpus == 0 {
-            return Err(bad("server.gpus".into(), "must be at least 1"));
-        }
-        if !positive(sv.cpus) {
-            return Err(bad(
-                "server.cpus".into(),
-                "must be a positive number of cores",
-            ));
-        }
-        if !positive(sv.memory_gib) {
-            return Err(bad(
-                "server.memory_gib".into(),
-                "must be a positive number of GiB",
-            ));
-        }
-        let w = &self.workload;
-        if w.gpus == 0 {
-            return Err(bad("workload.gpus".into(), "must be at least 1"));
-        }
-        if w.batch_size == 0 {
-            return Err(bad("workload.batch_size".into(), "must be at least 1"));
-        }
-        if w.iter_time_s.is_some_and(|t| !positive(t)) {
-            return Err(bad(
-                "workload.iter_time_s".into(),
-                "must be a positive number of seconds",
-            ));
-        }
-        for (i, v) in self.validation.iter().enumerate() {
-            let numbers = [
-                ("cpus", v.cpus),
-                ("memory_gib", v.memory_gib),
-                ("measured", v.measured),
-            ];
-            if let Some((f, _)) = numbers.iter().find(|(_, x)| !positive(*x)) {
-                return Err(bad(
-                    format!("validation[{i}].{f}"),
-                    "must be a positive number",
-                ));
-            }
-            let predictions = [
-                ("measured_ci95", v.measured_ci95),
-                ("predicted_minio", v.predicted_minio),
-                ("predicted_page_cache", v.predicted_page_cache),
-                (
-                    "predicted_ds_analyzer",
-                    v.predicted_ds_analyzer.unwrap_or(0.0),
-                ),
-            ];
-            if let Some((f, _)) = predictions.iter().find(|(_, x)| !non_negative(x)) {
-                return Err(bad(format!("validation[{i}].{f}"), number));
-            }
-        }
-        Ok(())
-    }
-
     /// Writes the profile as pretty JSON, atomically (temporary file and rename), and its CSV beside it.
     pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
         let json = serde_json::to_string_pretty(self).expect("profiles serialize") + "\n";
@@ -883,77 +630,8 @@ impl Profile {
     }
 }
 
-/// A prediction from a profile at one allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ProfilePrediction {
-    /// Samples per second (when the profile has absolute numbers).
-    pub samples_per_s: Option<f64>,
-    /// Relative to GPU-proportional.
-    pub normalized: f64,
-    /// The limiting stage (when the profile has a model).
-    pub limited_by: Option<Stage>,
-    /// Cache hit ratio (when the profile has a model).
-    pub hit_ratio: Option<f64>,
-}
-
-/// Predicts throughput at `cpus` cores and `memory_gib` GiB: from the fitted model where the profile has
-/// one, else by bilinear interpolation in the normalized matrix (clamped to its edges).
-pub fn predict(p: &Profile, cpus: f64, memory_gib: f64) -> ProfilePrediction {
-    let t_prop = p.matrix.proportional.samples_per_s;
-    if let Some(model) = &p.model {
-        let r = model.predict(cpus, memory_gib * crate::units::GIB, None);
-        return ProfilePrediction {
-            samples_per_s: Some(r.samples_per_s),
-            normalized: t_prop
-                .filter(|t| *t > 0.0)
-                .map_or(0.0, |t| r.samples_per_s / t),
-            limited_by: Some(r.limited_by),
-            hit_ratio: Some(r.hit_ratio),
-        };
-    }
-    let normalized = interpolate(
-        &p.matrix.cpus,
-        &p.matrix.memory_gib,
-        &p.matrix.normalized,
-        cpus,
-        memory_gib,
-    );
-    ProfilePrediction {
-        samples_per_s: t_prop.map(|t| t * normalized),
-        normalized,
-        limited_by: None,
-        hit_ratio: None,
-    }
-}
-
-/// Bilinear interpolation of `values[row][col]` on axes `xs` (rows) and `ys` (columns), clamped.
-pub fn interpolate(xs: &[f64], ys: &[f64], values: &[Vec<f64>], x: f64, y: f64) -> f64 {
-    let locate = |axis: &[f64], v: f64| -> (usize, usize, f64) {
-        if axis.len() == 1 || v <= axis[0] {
-            return (0, 0, 0.0);
-        }
-        if v >= axis[axis.len() - 1] {
-            let l = axis.len() - 1;
-            return (l, l, 0.0);
-        }
-        let i = axis
-            .windows(2)
-            .position(|w| v <= w[1])
-            .unwrap_or(axis.len() - 2);
-        (i, i + 1, (v - axis[i]) / (axis[i + 1] - axis[i]))
-    };
-    let (r0, r1, fr) = locate(xs, x);
-    let (c0, c1, fc) = locate(ys, y);
-    let lerp = |a: f64, b: f64, f: f64| a + f * (b - a);
-    lerp(
-        lerp(values[r0][c0], values[r0][c1], fc),
-        lerp(values[r1][c0], values[r1][c1], fc),
-        fr,
-    )
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -966,16 +644,8 @@ mod tests {
         assert!("8gpu,24cpu,500parsecs".parse::<ServerShape>().is_err());
     }
 
-    #[test]
-    fn bilinear_interpolation_is_exact_on_the_grid_and_clamped_outside() {
-        let v = vec![vec![1.0, 2.0], vec![3.0, 4.0]];
-        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.0, 20.0), 2.0);
-        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.5, 15.0), 2.5);
-        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 9.0, 99.0), 4.0);
-        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 0.0, 0.0), 1.0);
-    }
-
-    fn tiny() -> Profile {
+    /// A small valid profile, without a model, for tests that corrupt or round-trip it.
+    pub(crate) fn tiny() -> Profile {
         let a = RatedAllocation {
             cpus: 1.0,
             memory_gib: 1.0,
@@ -1084,55 +754,5 @@ mod tests {
             err.contains("p.json") && err.contains("matrix") && err.contains("colour"),
             "{err}"
         );
-    }
-
-    /// Each corruption is refused when the file is read, naming the field, so no command indexes past a
-    /// table or divides by zero later (issue 15, class 1 and 2).
-    #[test]
-    fn every_table_and_number_is_checked_when_read() {
-        use serde_json::json;
-        type Corrupt = fn(&mut serde_json::Value);
-        let cases: Vec<(&str, Corrupt)> = vec![
-            ("per_gpu.normalized", |v| {
-                v["per_gpu"]["normalized"] = json!([[0.5, 0.6]])
-            }),
-            ("per_gpu.normalized[1]", |v| {
-                v["per_gpu"]["normalized"][1] = json!([1.0])
-            }),
-            ("per_gpu.cpus", |v| v["per_gpu"]["cpus"] = json!([2.0, 1.0])),
-            ("matrix.normalized", |v| {
-                v["matrix"]["normalized"] = json!([[0.0, 0.0], [0.0, 0.0]])
-            }),
-            ("matrix.limited_by", |v| {
-                v["matrix"]["limited_by"] = json!([["fetch", "fetch"]])
-            }),
-            ("matrix.proportional.normalized", |v| {
-                v["matrix"]["proportional"]["normalized"] = json!(0.0)
-            }),
-            ("demand.per_gpu.cpus", |v| {
-                v["demand"]["per_gpu"]["cpus"] = json!(-1.0)
-            }),
-            ("server.cpus", |v| v["server"]["cpus"] = json!(0.0)),
-            ("workload.batch_size", |v| {
-                v["workload"]["batch_size"] = json!(0)
-            }),
-            ("workload.iter_time_s", |v| {
-                v["workload"]["iter_time_s"] = json!(-0.5)
-            }),
-            ("validation[0].measured", |v| {
-                v["validation"] = json!([{"cpus": 1.0, "memory_gib": 1.0, "measured": 0.0,
-                    "measured_ci95": 0.0, "predicted_minio": 1.0, "predicted_page_cache": 1.0,
-                    "role": "validation"}])
-            }),
-        ];
-        for (field, corrupt) in cases {
-            let mut v = serde_json::to_value(tiny()).unwrap();
-            corrupt(&mut v);
-            let err = Profile::parse(&v.to_string(), "p.json").unwrap_err();
-            let ProfileError::Invalid(e) = err else {
-                panic!("{field}: not an input error: {err}")
-            };
-            assert_eq!(e.field.as_deref(), Some(field), "{e}");
-        }
     }
 }

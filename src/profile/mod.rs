@@ -5,6 +5,8 @@
 pub mod file;
 pub mod matrix;
 pub mod plan;
+mod predict;
+mod validate;
 pub mod zoo;
 
 pub use file::{Profile, ProfileError, SCHEMA};

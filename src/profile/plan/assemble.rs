@@ -1,0 +1,114 @@
+//! What the profile says beside the model: the host it was measured on (and whether its CPU speed held
+//! over the profile, docs/architecture.md §4), what the probe saw of the script, and when
+//! (docs/architecture.md §3.4).
+
+use super::runner::Runner;
+use super::ProfileRequest;
+use crate::measure::hostspeed::cpu_calibration;
+use crate::measure::TrialResult;
+use crate::profile::file::{HostInfo, ProfileTrial, SpeedCheck, TrialRole};
+use crate::workload::probe::ProbeReport;
+
+/// Times the host's CPU again after the last trial against before the first, and warns when the speed
+/// drifted: the trials may then describe two machines.
+pub(super) fn speed_check(run: &mut Runner) -> SpeedCheck {
+    let speed = SpeedCheck::new(run.speed.first, cpu_calibration(run.speed.core));
+    if speed.drifted {
+        run.warnings.push(format!(
+            "the host's CPU speed changed by {:+.0}% during the profile (a fixed calibration ran at {:.3e} ops/s before and {:.3e} after): its trials may describe two machines",
+            100.0 * speed.drift,
+            speed.before.ops_per_s,
+            speed.after.ops_per_s
+        ));
+    }
+    speed
+}
+
+/// What the probe saw of the script as it runs (synthetic trials replay, so they are left out).
+pub(super) fn probe_seen(trials: &[ProfileTrial]) -> Option<ProbeReport> {
+    trials
+        .iter()
+        .filter(|t| matches!(t.role, TrialRole::Discovery | TrialRole::Cpu))
+        .filter_map(|t| t.result.probe.clone())
+        .reduce(|mut a: ProbeReport, b| {
+            a.merge(b);
+            a
+        })
+}
+
+/// The host the profile was measured on, as the first CPU trial saw it and the cold trial read from
+/// its storage.
+pub(super) fn host_info(
+    req: &ProfileRequest,
+    host_cores: f64,
+    first: &TrialResult,
+    storage_seen: Option<f64>,
+    host_mem: u64,
+    speed: SpeedCheck,
+) -> HostInfo {
+    HostInfo {
+        hostname: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        cores: host_cores as usize,
+        memory_bytes: host_mem,
+        gpu: crate::measure::telemetry::GpuSampler::new(None)
+            .and_then(|g| g.summary().devices.first().cloned()),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        isolation: first.isolation.backend.to_string(),
+        storage_limit_bytes_per_s: req.storage_limit.map(|b| b.0),
+        storage_read_bytes_per_s: storage_seen,
+        cpu_speed: Some(speed),
+    }
+}
+
+/// The host's memory, bytes, from `/proc/meminfo` (0 when it cannot be read).
+pub(crate) fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Now as RFC 3339 UTC, from the system clock (no time-zone database needed).
+pub(super) fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20);
+        assert!(t.starts_with("20") && t.ends_with('Z'));
+    }
+}

@@ -1,0 +1,162 @@
+//! Stage 4, the calibration: where the cold and calibration trials run, and for a page-cache workload the
+//! memory-limited trials that place the kernel's hit curve between LRU and a fixed subset (the page cache
+//! is not LRU, docs/architecture.md §4).
+
+use super::cpu::Sweep;
+use super::fetch::{Data, Fetch};
+use super::runner::Runner;
+use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
+use crate::profile::file::{CalibrationPoint, HitCurveFit, TrialRole};
+use crate::stall::{
+    between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, HitModel,
+};
+use crate::units::{Bytes, GIB};
+
+/// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
+const HIT_CURVE_FAMILY: &str = "lru-to-fixed-subset";
+
+/// Where the calibration trial puts the cache, as a fraction of the dataset: where LRU and a fixed subset
+/// differ most (their gap peaks near 60% under per-epoch shuffling). One trial fits the curve's one
+/// parameter; more would cost a second steady-state trial for little (docs/profile-format.md).
+pub(super) const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
+/// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
+/// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
+pub(super) const CPU_BOUND: f64 = 0.95;
+
+/// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
+pub(super) struct Calibration {
+    /// The fitted curve; `None` for an application cache or without a dataset.
+    pub(super) fit: Option<HitCurveFit>,
+    /// Per trial that measured it, (hit ratio, CPU-seconds per sample).
+    pub(super) cpu: Vec<(f64, f64)>,
+}
+
+/// Where the cold and calibration trials run, so the CPU they see a miss cost is what slows a
+/// CPU-bound job: the most swept whole cores at which the cached pipeline is CPU-bound (whole, so a
+/// loader blocked on a miss idles its core and the wait shows, and no quota makes the epochs noisy),
+/// else the most swept cores that are, else the most cores.
+pub(super) fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
+    let bound: Vec<f64> = sweep
+        .curve
+        .points()
+        .iter()
+        .filter(|p| p.samples_per_s < CPU_BOUND * g)
+        .map(|p| p.cpus)
+        .collect();
+    bound
+        .iter()
+        .rev()
+        .find(|c| c.fract() == 0.0)
+        .or(bound.last())
+        .copied()
+        .unwrap_or(plan.c_max())
+}
+
+/// Stage 4: for a page-cache workload, memory-limited trials at the calibration's cores with the cache
+/// at [`CALIBRATION_FRACTIONS`] of the dataset, measured over whole epochs once the cache is steady.
+/// Their hit ratios (from the storage they read) place the kernel's curve between LRU and a fixed
+/// subset, and their CPU per sample shows what a miss costs under the limit (reclaim included).
+pub(super) fn calibrate(
+    run: &mut Runner,
+    plan: &Plan,
+    sweep: &Sweep,
+    fetch: &Fetch,
+    data: &mut Data,
+) -> Result<Calibration, ProfileRunError> {
+    let mut out = Calibration {
+        fit: None,
+        cpu: Vec::new(),
+    };
+    if plan.hit_model != HitModel::PageCache || data.bytes == 0 {
+        return Ok(out);
+    }
+    let c = fetch.cores;
+    let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
+    let per_miss = fetch.model.mean_sample_bytes;
+    let mut points = Vec::new();
+    for x in CALIBRATION_FRACTIONS {
+        let cache = (x * data.bytes as f64) as u64;
+        let mem = footprint + cache;
+        let mem_gib = (mem as f64 / GIB * 1e4).round() / 1e4;
+        let mut r = plan.constrained(c);
+        r.mem_limit = Some(Bytes(mem));
+        let t = run.trial(TrialRole::Calibration, Some(mem_gib), r)?;
+        // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
+        // longest duration first (an epoch longer than that) measured the cold fill.
+        if t.throughput.whole_epochs == 0 {
+            continue;
+        }
+        let Some(read) = t.telemetry.storage_read_bytes_per_sample else {
+            continue;
+        };
+        let h = (1.0 - read / per_miss).clamp(0.0, 1.0);
+        if let Some(cpu) = cpu_s_per_sample(&t) {
+            out.cpu.push((h, cpu));
+        }
+        points.push(CalibrationPoint {
+            cpus: c,
+            memory_gib: mem_gib,
+            cache_bytes: cache,
+            measured: h,
+            lru: data.lru.hit_ratio(cache),
+            fixed_subset: minio_hit_ratio(cache as f64, data.bytes as f64),
+            fitted: 0.0,
+        });
+    }
+    if points.is_empty() {
+        out.fit = Some(HitCurveFit {
+            family: HIT_CURVE_FAMILY.into(),
+            fixed_subset_share: 0.0,
+            chosen_because:
+                "LRU: no calibration trial completed a whole epoch with the cache steady \
+                             within its longest duration, so none measured what the cache keeps"
+                    .into(),
+            points,
+        });
+        return Ok(out);
+    }
+    let share = fit_fixed_subset_share(
+        &points
+            .iter()
+            .map(|p| (p.lru, p.fixed_subset, p.measured))
+            .collect::<Vec<_>>(),
+    );
+    for p in &mut points {
+        p.fitted = between_lru_and_fixed_subset(p.lru, p.fixed_subset, share);
+    }
+    let rms = |f: &dyn Fn(&CalibrationPoint) -> f64| {
+        (points
+            .iter()
+            .map(|p| (f(p) - p.measured).powi(2))
+            .sum::<f64>()
+            / points.len() as f64)
+            .sqrt()
+    };
+    let measured: Vec<String> = points
+        .iter()
+        .map(|p| {
+            format!(
+                "{:.3} at {:.0}% of the dataset (LRU {:.3}, fixed subset {:.3})",
+                p.measured,
+                100.0 * p.cache_bytes as f64 / data.bytes as f64,
+                p.lru,
+                p.fixed_subset
+            )
+        })
+        .collect();
+    out.fit = Some(HitCurveFit {
+        family: HIT_CURVE_FAMILY.into(),
+        fixed_subset_share: share,
+        chosen_because: format!(
+            "hit ratio measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
+            points.len(),
+            measured.join("; "),
+            100.0 * share,
+            rms(&|p| p.fitted),
+            rms(&|p| p.lru),
+            rms(&|p| p.fixed_subset),
+        ),
+        points,
+    });
+    Ok(out)
+}

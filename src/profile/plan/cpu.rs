@@ -1,0 +1,145 @@
+//! Stage 1, the CPU axis: min(G, P(c)) measured with the dataset cached ("optimistic profiling",
+//! docs/architecture.md §4), and the footprint each trial's peak memory gives beside its cache.
+
+use super::runner::Runner;
+use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
+use crate::measure::{CacheState, TrialResult};
+use crate::profile::file::TrialRole;
+use crate::stall::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
+
+/// Added to a measured peak to make the footprint, bytes, or [`FOOTPRINT_SLACK_SHARE`] of the peak when
+/// that is more. A peak is one run's: another run at other cores can need a little more (a few more
+/// loader threads' stacks and buffers), and a limit at the bare peak then gets the workload OOM-killed
+/// (seen: `text` needs 5.5 MiB at 1.25 cores, whose interpolated peak was 5.3 MB); a few MiB against
+/// datasets of hundreds keeps the axis honest.
+const FOOTPRINT_SLACK_BYTES: u64 = 8 << 20;
+/// The slack of a large process, as a share of its peak: a Python training process of a gigabyte
+/// varies by tens of MiB from run to run (its allocator, its loader workers' start-up).
+const FOOTPRINT_SLACK_SHARE: f64 = 0.05;
+
+/// A footprint from a measured peak, bytes (see [`FOOTPRINT_SLACK_BYTES`]).
+fn footprint_of_peak(peak: u64) -> u64 {
+    peak + FOOTPRINT_SLACK_BYTES.max((peak as f64 * FOOTPRINT_SLACK_SHARE) as u64)
+}
+
+/// What the CPU sweep found.
+pub(super) struct Sweep {
+    /// Throughput at each measured core count.
+    pub(super) curve: CpuCurve,
+    /// CPU-seconds per sample at each measured core count.
+    pub(super) cost: Vec<CostPoint>,
+    /// The footprint at each measured core count, bytes (slack included).
+    pub(super) footprint_points: Vec<FootprintPoint>,
+    /// The most memory any CPU trial used besides its cache, bytes.
+    pub(super) footprint: Option<u64>,
+    /// The first CPU trial, for the dataset it found.
+    pub(super) first: TrialResult,
+}
+
+impl Sweep {
+    /// The footprint at `cpus` (interpolated between the swept core counts), bytes, never below the
+    /// spec's `floor`.
+    pub(super) fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
+        let fallback = self.footprint.unwrap_or(floor);
+        (crate::stall::footprint_at(&self.footprint_points, fallback, cpus) as u64).max(floor)
+    }
+}
+
+/// Stage 1: min(G, P(c)) with the dataset cached. It starts at the most cores and the fewest, then
+/// bisects every interval whose ends differ by more than the tolerance: where the curve is flat (past
+/// the knee, or between equal points) monotonicity bounds every point in between.
+pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileRunError> {
+    let axis = &plan.cpu_axis;
+    let measure = |run: &mut Runner, i: usize| -> Result<f64, ProfileRunError> {
+        let mut r = base_request(plan.spec, axis[i]);
+        r.cache_state = CacheState::Warm;
+        Ok(run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s)
+    };
+    let last = axis.len() - 1;
+    let t_hi = measure(run, last)?;
+    if last > 0 {
+        let t_lo = measure(run, 0)?;
+        let mut stack = vec![(0usize, t_lo, last, t_hi)];
+        while let Some((a, ta, b, tb)) = stack.pop() {
+            if b - a < 2 || (tb - ta).abs() <= plan.req.refine_tolerance * tb.max(ta) {
+                continue;
+            }
+            let target = (axis[a] + axis[b]) / 2.0;
+            let mid = (a + 1..b)
+                .min_by(|&x, &y| {
+                    (axis[x] - target)
+                        .abs()
+                        .total_cmp(&(axis[y] - target).abs())
+                })
+                .expect("an index lies between");
+            let tm = measure(run, mid)?;
+            stack.push((a, ta, mid, tm));
+            stack.push((mid, tm, b, tb));
+        }
+    }
+    let trials: Vec<&TrialResult> = run.trials(TrialRole::Cpu).map(|t| &t.result).collect();
+    let by_cores = |f: &dyn Fn(&TrialResult) -> Option<f64>| {
+        let mut v: Vec<(f64, f64)> = trials
+            .iter()
+            .filter_map(|t| Some((t.allocation.cpus.0, f(t)?)))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v.dedup_by(|a, b| a.0 == b.0);
+        v
+    };
+    Ok(Sweep {
+        curve: CpuCurve::new(
+            by_cores(&|t| Some(t.throughput.samples_per_s))
+                .into_iter()
+                .map(|(cpus, samples_per_s)| CpuPoint {
+                    cpus,
+                    samples_per_s,
+                })
+                .collect(),
+        ),
+        cost: by_cores(&cpu_s_per_sample)
+            .into_iter()
+            .map(|(cpus, cpu_s_per_sample)| CostPoint {
+                cpus,
+                cpu_s_per_sample,
+            })
+            .collect(),
+        footprint_points: by_cores(&|t| t.telemetry.memory_peak_bytes.map(|b| b as f64))
+            .into_iter()
+            .map(|(cpus, b)| FootprintPoint {
+                cpus,
+                bytes: footprint_of_peak(b as u64),
+            })
+            .collect(),
+        footprint: trials
+            .iter()
+            .filter_map(|t| t.telemetry.memory_peak_bytes)
+            .max()
+            .map(footprint_of_peak),
+        first: trials
+            .first()
+            .map(|t| (*t).clone())
+            .expect("at least one CPU trial"),
+    })
+}
+
+/// CPU-seconds per sample the sweep measured at exactly `cpus`.
+pub(super) fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
+    sweep
+        .cost
+        .iter()
+        .find(|p| p.cpus == cpus)
+        .map(|p| p.cpu_s_per_sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_footprint_slack_grows_with_a_large_process() {
+        assert_eq!(footprint_of_peak(40 << 20), 48 << 20);
+        let gib = 1u64 << 30;
+        assert_eq!(footprint_of_peak(gib), gib + gib / 20);
+    }
+}

@@ -1,0 +1,110 @@
+//! Stage 5, the fit: the data-stall model from what the stages measured, with its hit-ratio tables
+//! (docs/architecture.md §4); the matrix is built from it.
+
+use super::calibrate::{Calibration, CPU_BOUND};
+use super::cpu::{cost_at, Sweep};
+use super::fetch::{Data, Fetch};
+use super::{spec_floor, Plan};
+use crate::profile::file::{FittedModel, HitRatioRow};
+use crate::stall::{
+    between_lru_and_fixed_subset, minio_hit_ratio, CostPoint, MissCost, StallModel,
+};
+
+/// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
+/// the accelerator (at least [`CPU_BOUND`] of G) its loaders idle between batches, and the CPU time per
+/// sample counts their wake-ups as well as work: there a sample costs what it cost at the most cores
+/// that were still CPU-bound, or less if measured so (docs/profile-format.md). Seen: image at 1.5 cores
+/// measured 2.84 ms against 2.38 at 1 core, which made a memory limit look binding at 1.5 cores where
+/// the grid measured the accelerator's rate.
+fn work_cost(sweep: &Sweep, g: f64) -> Vec<CostPoint> {
+    let cpu_bound = |cpus: f64| sweep.curve.at(cpus) < CPU_BOUND * g;
+    let busiest = sweep.cost.iter().rev().find(|p| cpu_bound(p.cpus)).copied();
+    sweep
+        .cost
+        .iter()
+        .map(|p| match busiest {
+            Some(b) if !cpu_bound(p.cpus) => CostPoint {
+                cpus: p.cpus,
+                cpu_s_per_sample: p.cpu_s_per_sample.min(b.cpu_s_per_sample),
+            },
+            _ => *p,
+        })
+        .collect()
+}
+
+/// Stage 5: the model. At the calibration's cores: what a binding memory limit costs every sample is the
+/// cold trial's fully cached epoch against the sweep's cached (unlimited) trial; what a miss costs is the
+/// least-squares slope of CPU-seconds per sample against the miss ratio over the cold epoch and the
+/// calibration trials, from that intercept.
+pub(super) fn fit(
+    plan: &Plan,
+    sweep: &Sweep,
+    g: f64,
+    fetch: &Fetch,
+    calibration: &Calibration,
+    data: Option<&mut Data>,
+) -> FittedModel {
+    let floor = spec_floor(plan.spec);
+    let warm = cost_at(sweep, fetch.cores);
+    let miss_cost = warm.filter(|_| data.is_some()).map(|warm| {
+        let limited = fetch.full_cpu.map_or(warm, |full| full.max(warm));
+        let points: Vec<(f64, f64)> = fetch
+            .cold_cpu
+            .map(|cpu| (0.0, cpu))
+            .into_iter()
+            .chain(calibration.cpu.iter().copied())
+            .map(|(h, cpu)| (1.0 - h, cpu - limited))
+            .collect();
+        let (num, den) = points
+            .iter()
+            .fold((0.0, 0.0), |(n, d), (m, y)| (n + m * y, d + m * m));
+        MissCost {
+            cpu_s_per_sample: work_cost(sweep, g),
+            cpu_s_per_miss: if den > 1e-9 {
+                (num / den).max(0.0)
+            } else {
+                0.0
+            },
+            wait_s_per_miss: fetch.wait_s_per_miss,
+            limited_overhead: limited / warm - 1.0,
+        }
+    });
+    let (dataset_bytes, hit_ratios) = match data {
+        Some(d) => {
+            let share = calibration
+                .fit
+                .as_ref()
+                .map_or(0.0, |f| f.fixed_subset_share);
+            let rows = (0..=40)
+                .map(|k| {
+                    let c = d.bytes * k / 40;
+                    let minio = minio_hit_ratio(c as f64, d.bytes as f64);
+                    let lru = d.lru.hit_ratio(c);
+                    HitRatioRow {
+                        cache_bytes: c,
+                        minio,
+                        page_cache: between_lru_and_fixed_subset(lru, minio, share),
+                        lru: Some(lru),
+                    }
+                })
+                .collect();
+            (d.bytes, rows)
+        }
+        None => (0, Vec::new()),
+    };
+    FittedModel {
+        stall: StallModel {
+            accelerator_samples_per_s: g,
+            cpu: sweep.curve.clone(),
+            fetch: fetch.model,
+            footprint_bytes: sweep.footprint.unwrap_or(floor).max(floor),
+            footprint_points: sweep.footprint_points.clone(),
+            dataset_bytes,
+            hit_model: plan.hit_model,
+            miss_cost,
+        },
+        hit_ratios,
+        hit_curve: calibration.fit.clone(),
+        accelerator: None,
+    }
+}

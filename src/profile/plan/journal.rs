@@ -1,0 +1,107 @@
+//! The trial journal: every finished trial saved at once, one JSON line each beside the profile, so
+//! `--resume` continues an interrupted profile without measuring anything twice (docs/architecture.md §7).
+
+use super::ProfileRunError;
+use crate::error::InputError;
+use crate::measure::{TrialRequest, TrialResult};
+use crate::profile::file::{ProfileError, ProfileTrial, TrialRole};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Finished trials, saved one JSON line each so an interrupted profile can resume.
+pub(super) struct Journal {
+    path: PathBuf,
+    /// The journaled trials by [`key`], for a resumed plan to find.
+    pub(super) done: HashMap<String, ProfileTrial>,
+    /// The trials of this run, in the order the plan asked for them (journaled ones included).
+    pub(super) order: Vec<ProfileTrial>,
+}
+
+impl Journal {
+    /// Opens the journal at `path`: with `resume`, the trials it holds; else empty, any old one removed.
+    pub(super) fn open(path: PathBuf, resume: bool) -> Result<Self, ProfileRunError> {
+        let mut done = HashMap::new();
+        if resume {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for (i, line) in text
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| !l.trim().is_empty())
+                {
+                    // A line cut short by a kill is the last one; anything else is corruption.
+                    let Ok(t) = serde_json::from_str::<ProfileTrial>(line) else {
+                        if i + 1 == text.lines().count() {
+                            break;
+                        }
+                        return Err(InputError::new(
+                            path.display().to_string(),
+                            format!(
+                                "line {} is not a trial; remove the file to start over",
+                                i + 1
+                            ),
+                        )
+                        .into());
+                    };
+                    done.insert(key(t.role, t.memory_gib, &t.result), t);
+                }
+            }
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+        Ok(Journal {
+            path,
+            done,
+            order: Vec::new(),
+        })
+    }
+
+    /// Saves a finished trial, synced before the plan goes on.
+    pub(super) fn append(&mut self, t: &ProfileTrial) -> Result<(), ProfileRunError> {
+        let io = |e| ProfileError::Io {
+            context: format!("writing the trial journal {}", self.path.display()),
+            source: e,
+        };
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(io)?;
+        let line = serde_json::to_string(t).expect("trials serialize") + "\n";
+        f.write_all(line.as_bytes()).map_err(io)?;
+        f.sync_data().map_err(io)?;
+        Ok(())
+    }
+}
+
+/// Identifies a trial by what it measured, so a resumed plan finds it again.
+fn key(role: TrialRole, memory_gib: Option<f64>, r: &TrialResult) -> String {
+    let a = &r.allocation;
+    format!(
+        "{role:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        a.cpus,
+        memory_gib,
+        a.mem_limit_bytes,
+        a.cache_bytes,
+        a.cache_state,
+        a.storage_limit_bytes_per_s,
+        a.synthetic
+    )
+}
+
+/// The [`key`] a trial about to run will have once it has run.
+pub(super) fn key_of(role: TrialRole, memory_gib: Option<f64>, req: &TrialRequest) -> String {
+    format!(
+        "{role:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        req.cpus,
+        memory_gib,
+        req.mem_limit.map(|b| b.0),
+        req.cache_bytes.map(|b| b.0),
+        req.cache_state,
+        req.storage_limit.map(|b| b.0),
+        req.synthetic
+    )
+}

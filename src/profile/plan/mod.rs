@@ -1,0 +1,367 @@
+//! Optimistic profiling (DS-Analyzer's differential measurement, improved; docs/architecture.md §4). The
+//! plan runs in stages, each its own module, in the order a profile tells its story:
+//!
+//! 0. [`discover`]: for a probed script whose dataset is not named, one run as it is, for the dataset's
+//!    directory the probe sees (without one, the memory axis does not apply);
+//! 1. [`cpu`]: the CPU axis with the dataset cached, bisecting towards where throughput changes
+//!    and skipping every point its measured neighbours already bound;
+//! 2. [`accelerator`]: one synthetic trial for the accelerator's rate G, told apart from the CPU curve
+//!    or said not to be (G is never below a measured point);
+//! 3. [`fetch`]: one cold trial for the storage rate and the CPU a miss costs, and a timed read of
+//!    evicted files for how long a miss blocks a loader;
+//! 4. [`calibrate`]: for page-cache workloads, memory-limited trials that place the kernel's hit curve
+//!    between LRU and a fixed subset;
+//! 5. [`fit`]: the model, its hit-ratio tables, then the matrix;
+//! 6. [`validate`]: held-out (and, with `--exhaustive`, all) grid points under their real constraint.
+//!
+//! Trials that other work on the host disturbed are run again after the host quietens (bounded), and any
+//! that stay disturbed are listed in the profile's warnings ([`runner`]). Every finished trial is
+//! journaled at once, so `--resume` continues an interrupted profile without measuring anything twice
+//! ([`journal`]; docs/architecture.md §7). [`assemble`] gathers what the profile says of the host and the
+//! run beside the model. This module holds the request, the axes every stage works on, and
+//! [`run_profile`], which runs the stages in order.
+
+mod accelerator;
+mod assemble;
+mod calibrate;
+mod cpu;
+mod discover;
+mod fetch;
+mod fit;
+mod journal;
+mod runner;
+mod validate;
+
+pub(crate) use assemble::host_memory_bytes;
+pub use validate::held_out;
+
+use accelerator::accelerator;
+use assemble::{host_info, now_rfc3339, probe_seen, speed_check};
+use calibrate::{calibrate, calibration_cores, Calibration, CALIBRATION_FRACTIONS};
+use cpu::cpu_sweep;
+use discover::discover;
+use fetch::{cold_fetch, Data, Fetch};
+use fit::fit;
+use journal::Journal;
+use runner::{Runner, Speed};
+use validate::{summarize, validate};
+
+use super::file::{DatasetInfo, Profile, ProfileError, ServerShape, WorkloadInfo, SCHEMA};
+use super::matrix;
+use crate::cancel::Cancel;
+use crate::error::InputError;
+use crate::isolate::IsolationKind;
+use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
+use crate::stall::HitModel;
+use crate::units::{BytesPerSec, Cores, GIB};
+use crate::workload::spec::CacheKind;
+use crate::workload::WorkloadSpec;
+use indicatif::ProgressBar;
+use std::path::PathBuf;
+
+/// Confidence half-width, relative, at which a memory-limited trial stops.
+const CONSTRAINED_PRECISION: f64 = 0.04;
+
+/// Longest warm-up a memory-limited trial waits out before measuring, seconds.
+const MAX_WARMUP_EPOCH_S: f64 = 60.0;
+/// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
+/// what it kept to the active list, from the third on it repeats.
+const PAGE_CACHE_WARMUP_EPOCHS: u64 = 2;
+/// An application cache keeps what the first epoch put in it.
+const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
+
+/// What to profile and how.
+#[derive(Debug, Clone)]
+pub struct ProfileRequest {
+    /// The workload.
+    pub spec: WorkloadSpec,
+    /// Where the profile goes (the CSV and the trial journal sit beside it).
+    pub out: PathBuf,
+    /// CPU axis; `None`: [`matrix::auto_cpu_axis`] of this host.
+    pub cpus: Option<Vec<f64>>,
+    /// Memory axis in GiB; `None`: footprint plus 0-100% of the dataset.
+    pub memory_gib: Option<Vec<f64>>,
+    /// GPUs; `None`: the spec's.
+    pub gpus: Option<u32>,
+    /// Reference server shape; `None`: this host divided by the workload's GPUs.
+    pub server: Option<ServerShape>,
+    /// Held-out grid points to measure.
+    pub validate: usize,
+    /// Measure the whole grid as well.
+    pub exhaustive: bool,
+    /// Reuse trials journaled by an interrupted run.
+    pub resume: bool,
+    /// Storage read limit for every trial that reads the dataset.
+    pub storage_limit: Option<BytesPerSec>,
+    /// Isolation backend.
+    pub isolation: Option<IsolationKind>,
+    /// Fraction of the best throughput the demand vector may give up.
+    pub tolerance: f64,
+    /// The CPU sweep stops refining an interval whose ends differ by at most this fraction.
+    pub refine_tolerance: f64,
+}
+
+/// Why profiling stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileRunError {
+    /// A trial failed (or was interrupted).
+    #[error(transparent)]
+    Trial(#[from] TrialError),
+    /// Bad input.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// The profile or its journal could not be written.
+    #[error(transparent)]
+    File(#[from] ProfileError),
+}
+
+/// A trial of the plan: a second of warm-up (the estimator's truncation removes a slower start) and two
+/// of measurement at least, then until ±2% or 30 s.
+fn base_request(spec: &WorkloadSpec, cpus: f64) -> TrialRequest {
+    let mut r = TrialRequest::new(spec.clone(), Cores(cpus));
+    r.estimator = EstimatorConfig {
+        warmup_s: 1.0,
+        min_measure_s: 2.0,
+        max_total_s: 30.0,
+        ..EstimatorConfig::default()
+    };
+    r
+}
+
+/// The axes and the reference the plan works on.
+struct Plan<'a> {
+    req: &'a ProfileRequest,
+    spec: &'a WorkloadSpec,
+    cpu_axis: Vec<f64>,
+    host_cores: f64,
+    hit_model: HitModel,
+}
+
+impl Plan<'_> {
+    fn c_max(&self) -> f64 {
+        *self.cpu_axis.last().expect("checked non-empty")
+    }
+
+    /// Epochs a memory-limited trial waits out before its cache is steady.
+    fn warmup_epochs(&self) -> u64 {
+        match self.hit_model {
+            HitModel::PageCache => PAGE_CACHE_WARMUP_EPOCHS,
+            HitModel::Minio => APP_CACHE_WARMUP_EPOCHS,
+        }
+    }
+
+    /// A trial that starts cold under a real cache constraint and measures whole epochs once the cache
+    /// is steady (validation, exhaustive and calibration trials).
+    fn constrained(&self, cpus: f64) -> TrialRequest {
+        let mut r = base_request(self.spec, cpus);
+        r.cache_state = CacheState::Cold;
+        r.storage_limit = self.req.storage_limit;
+        r.estimator.warmup_epochs = self.warmup_epochs();
+        r.estimator.warmup_epochs_max_s = MAX_WARMUP_EPOCH_S;
+        r.estimator.max_total_s = MAX_WARMUP_EPOCH_S + 60.0;
+        r.estimator.whole_epochs = true;
+        // These points check the model and hits make step times noisier, so ±4% is precise enough.
+        r.estimator.rel_precision = CONSTRAINED_PRECISION;
+        r
+    }
+}
+
+/// CPU-seconds per sample of a trial, from its domain's CPU time over the measured window.
+fn cpu_s_per_sample(r: &TrialResult) -> Option<f64> {
+    let used = r.telemetry.cpu_cores_used?;
+    (r.throughput.samples_per_s > 0.0).then(|| used / r.throughput.samples_per_s)
+}
+
+/// The spec's declared footprint floor, bytes (0 when it declares none: the footprint is measured).
+fn spec_floor(spec: &WorkloadSpec) -> u64 {
+    spec.footprint.map_or(0, |b| b.0)
+}
+
+/// Profiles a workload: runs the plan, fits the model, builds the matrix, validates, and writes the file.
+pub fn run_profile(
+    req: &ProfileRequest,
+    bar: &ProgressBar,
+    cancel: &Cancel,
+) -> Result<Profile, ProfileRunError> {
+    let host_cores = measure::trial::host_cores().len() as f64;
+    let cpu_axis = match &req.cpus {
+        Some(v) => v.clone(),
+        None => matrix::auto_cpu_axis(host_cores),
+    };
+    check_axis("cpus", &cpu_axis)?;
+    if let Some(c) = cpu_axis.iter().find(|c| **c > host_cores) {
+        return Err(InputError::setting(
+            "cpus",
+            format!("{c} cores asked for, but this host has {host_cores}"),
+        )
+        .into());
+    }
+    if let Some(m) = &req.memory_gib {
+        check_axis("memory_gib", m)?;
+    }
+    let c_max = *cpu_axis.last().expect("checked non-empty");
+    // The profile's cores are held for the whole run, so no other synergy process takes them between
+    // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
+    let lease =
+        crate::isolate::ledger::claim(Cores(c_max).threads(), &measure::trial::host_cores())
+            .map_err(|e| TrialError::Isolate(e.into()))?;
+    let journal_path = req.out.with_extension("trials.jsonl");
+    let mut run = Runner {
+        journal: Journal::open(journal_path.clone(), req.resume)?,
+        bar,
+        cancel,
+        isolation: req.isolation,
+        warnings: Vec::new(),
+        speed: Speed::new(lease.cores().first().copied()),
+    };
+    let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
+    bar.set_length(
+        (3 + cpu_axis.len() / 2
+            + CALIBRATION_FRACTIONS.len()
+            + req.validate
+            + if req.exhaustive { n_grid } else { 0 }) as u64,
+    );
+
+    let (spec, no_memory_axis) = discover(&mut run, &req.spec, c_max)?;
+    let plan = Plan {
+        req,
+        spec: &spec,
+        cpu_axis,
+        host_cores,
+        hit_model: match spec.cache {
+            CacheKind::App => HitModel::Minio,
+            CacheKind::PageCache => HitModel::PageCache,
+        },
+    };
+
+    let sweep = cpu_sweep(&mut run, &plan)?;
+    let accel = accelerator(&mut run, &plan, &sweep)?;
+    if !accel.separated {
+        run.warnings.push(accel.because.clone());
+    }
+    let g = accel
+        .synthetic_samples_per_s
+        .max(accel.cached_best_samples_per_s);
+    let mut data = Data::of(&sweep.first)?;
+    let cores = calibration_cores(&plan, &sweep, g);
+    let (fetch, calibration) = match data.as_mut() {
+        Some(d) => {
+            let fetch = cold_fetch(&mut run, &plan, &sweep, cores, d)?;
+            let calibration = calibrate(&mut run, &plan, &sweep, &fetch, d)?;
+            (Some(fetch), calibration)
+        }
+        None => (
+            None,
+            Calibration {
+                fit: None,
+                cpu: Vec::new(),
+            },
+        ),
+    };
+    let fetch = fetch.unwrap_or_else(|| Fetch::unmeasured(cores, 0.0));
+    let has_data = data.is_some();
+    let mut model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
+    model.accelerator = Some(accel);
+
+    let memory_axis = req.memory_gib.clone().unwrap_or_else(|| {
+        matrix::auto_memory_axis(model.stall.footprint_bytes, model.stall.dataset_bytes)
+    });
+    let gpus = req.gpus.unwrap_or(spec.gpus).max(1);
+    let host_mem = host_memory_bytes();
+    let server = req.server.unwrap_or(ServerShape {
+        gpus,
+        cpus: plan.host_cores,
+        memory_gib: host_mem as f64 / GIB,
+    });
+    let (m, per_gpu, demand) = matrix::build(
+        &model,
+        &plan.cpu_axis,
+        &memory_axis,
+        gpus,
+        &server,
+        req.tolerance,
+    );
+
+    let validation = if has_data {
+        validate(&mut run, &plan, &model, &memory_axis)?
+    } else {
+        Vec::new()
+    };
+    let validation_summary = [HitModel::Minio, HitModel::PageCache]
+        .into_iter()
+        .filter_map(|hm| summarize(&validation, hm, false))
+        .chain(summarize(&validation, plan.hit_model, true))
+        .collect();
+
+    let speed = speed_check(&mut run);
+    let first = &sweep.first;
+    let ds = &first.dataset;
+    let probe = probe_seen(&run.journal.order);
+    let batch_size = probe
+        .as_ref()
+        .and_then(|p| p.batch_size)
+        .unwrap_or(spec.batch_size);
+    let profile = Profile {
+        schema: SCHEMA.into(),
+        source: format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
+        workload: WorkloadInfo {
+            name: spec.name.clone(),
+            spec: Some(spec.origin.clone()),
+            description: spec.description.clone(),
+            batch_size,
+            gpus,
+            hit_model: plan.hit_model,
+            iter_time_s: m
+                .proportional
+                .samples_per_s
+                .filter(|t| *t > 0.0)
+                .map(|t| batch_size as f64 / t),
+            class: None,
+            dataset: ds.as_ref().map(|d| DatasetInfo {
+                path: d.path.display().to_string(),
+                items: d.files,
+                bytes: d.bytes,
+                mean_item_bytes: d.mean_file_bytes,
+            }),
+            no_memory_axis: if has_data { None } else { no_memory_axis },
+            probe,
+        },
+        host: Some(host_info(
+            req,
+            plan.host_cores,
+            first,
+            fetch.storage_seen,
+            host_mem,
+            speed,
+        )),
+        created: Some(now_rfc3339()),
+        trials: run.journal.order.clone(),
+        model: Some(model),
+        server,
+        matrix: m,
+        per_gpu,
+        demand,
+        validation,
+        validation_summary,
+        warnings: run.warnings,
+    };
+    profile.write(&req.out)?;
+    let _ = std::fs::remove_file(&journal_path);
+    Ok(profile)
+}
+
+fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
+    if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
+        return Err(InputError::setting(
+            setting,
+            "values must be positive numbers",
+        ));
+    }
+    if v.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(InputError::setting(
+            setting,
+            "values must be strictly increasing",
+        ));
+    }
+    Ok(())
+}

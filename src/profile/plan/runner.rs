@@ -1,0 +1,177 @@
+//! Running the plan's trials: each through the journal (a resumed plan reuses what it finds), a slow
+//! workload given longer once, and a trial that other work on the host disturbed run again once the host
+//! quietens, bounded, with what stays disturbed kept for the profile's warnings (docs/architecture.md §4).
+
+use super::journal::{key_of, Journal};
+use super::ProfileRunError;
+use crate::cancel::Cancel;
+use crate::isolate::IsolationKind;
+use crate::measure::contention::{HostReading, SLOW_CORE};
+use crate::measure::hostspeed::{cpu_calibration, CpuCalibration};
+use crate::measure::{self, TrialError, TrialRequest, TrialResult};
+use crate::profile::file::{ProfileTrial, TrialRole};
+use indicatif::ProgressBar;
+use std::time::{Duration, Instant};
+
+/// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.
+const SLOW_TRIAL_MAX_S: f64 = 120.0;
+
+/// Runs of a trial that keeps being disturbed before the profile gives up and says so.
+const MAX_ATTEMPTS: u32 = 3;
+/// Longest wait for the host to quieten before a disturbed trial runs again.
+const QUIET_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs trials through the journal, runs disturbed ones again, and keeps the progress bar moving.
+pub(super) struct Runner<'a> {
+    pub(super) journal: Journal,
+    pub(super) bar: &'a ProgressBar,
+    pub(super) cancel: &'a Cancel,
+    pub(super) isolation: Option<IsolationKind>,
+    /// Trials that stayed disturbed, and what else the profile should warn of.
+    pub(super) warnings: Vec<String>,
+    pub(super) speed: Speed,
+}
+
+/// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
+/// fastest reading of any trial's speed probe since.
+pub(super) struct Speed {
+    /// The core the calibration kernel runs on (the first this profile holds).
+    pub(super) core: Option<usize>,
+    /// The calibration before the first trial.
+    pub(super) first: CpuCalibration,
+    best_probe: f64,
+}
+
+impl Speed {
+    /// Times the calibration kernel on `core` now, before any trial.
+    pub(super) fn new(core: Option<usize>) -> Self {
+        Speed {
+            core,
+            first: cpu_calibration(core),
+            best_probe: 0.0,
+        }
+    }
+
+    /// Marks `r` disturbed when its core ran slow against the fastest this profile has seen (a trial
+    /// that ran slow throughout has no fast reading of its own to compare with).
+    fn judge(&mut self, r: &mut TrialResult) {
+        let Some(d) = r.disturbance.as_mut() else {
+            return;
+        };
+        self.best_probe = self
+            .best_probe
+            .max(d.core_best_ops_per_cpu_s.unwrap_or(0.0));
+        match d.core_ops_per_cpu_s {
+            Some(s) if !d.disturbed && s < SLOW_CORE * self.best_probe => {
+                d.disturbed = true;
+                d.reason = Some(format!(
+                    "its core ran {:.0}% below the fastest this profile has seen, by the speed probe, though no other work showed on it (the machine under this one is busy)",
+                    100.0 * (1.0 - s / self.best_probe)
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Runner<'_> {
+    /// Runs a trial of `role` (at `memory_gib` on the grid, if it is a grid point), or returns the
+    /// journaled one, and journals what it measured.
+    pub(super) fn trial(
+        &mut self,
+        role: TrialRole,
+        memory_gib: Option<f64>,
+        mut req: TrialRequest,
+    ) -> Result<TrialResult, ProfileRunError> {
+        req.isolation = self.isolation;
+        let k = key_of(role, memory_gib, &req);
+        if let Some(t) = self.journal.done.get(&k) {
+            self.journal.order.push(t.clone());
+            self.bar.inc(1);
+            return Ok(t.result.clone());
+        }
+        let what = format!(
+            "{} trial at {} cores{}",
+            role_name(role),
+            req.cpus,
+            memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
+        );
+        let mut attempts = 0;
+        let result = loop {
+            attempts += 1;
+            self.bar.set_message(what.clone());
+            let mut r = match measure::run_trial(&req, self.bar, self.cancel) {
+                // A slow workload at few cores (a real model on a quarter core) needs longer than
+                // the plan's usual trial for enough steps: once, give it several times as long.
+                Err(TrialError::TooFewSteps { .. })
+                    if req.estimator.max_total_s < SLOW_TRIAL_MAX_S =>
+                {
+                    req.estimator.max_total_s =
+                        (req.estimator.max_total_s * 4.0).min(SLOW_TRIAL_MAX_S);
+                    attempts -= 1;
+                    continue;
+                }
+                r => r?,
+            };
+            self.speed.judge(&mut r);
+            let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
+                break r;
+            };
+            if attempts >= MAX_ATTEMPTS {
+                self.warnings.push(format!(
+                    "the {what} stayed disturbed after {attempts} runs: {reason}"
+                ));
+                break r;
+            }
+            self.bar.set_message(format!(
+                "{what} was disturbed ({reason}); waiting for a quiet host"
+            ));
+            // A slow spell of the host's CPU passes in seconds more often than not.
+            std::thread::sleep(Duration::from_secs(3));
+            wait_for_quiet(&r.allocation.cpu_list, self.cancel);
+        };
+        let t = ProfileTrial {
+            role,
+            memory_gib,
+            attempts,
+            result: result.clone(),
+        };
+        self.journal.append(&t)?;
+        self.journal.order.push(t);
+        self.bar.inc(1);
+        Ok(result)
+    }
+
+    /// The trials of `role` this run has so far, in order.
+    pub(super) fn trials(&self, role: TrialRole) -> impl Iterator<Item = &ProfileTrial> {
+        self.journal.order.iter().filter(move |t| t.role == role)
+    }
+}
+
+fn role_name(role: TrialRole) -> &'static str {
+    match role {
+        TrialRole::Discovery => "discovery",
+        TrialRole::Synthetic => "synthetic",
+        TrialRole::Cpu => "cpu",
+        TrialRole::Fetch => "fetch",
+        TrialRole::Calibration => "calibration",
+        TrialRole::Validation => "validation",
+        TrialRole::Exhaustive => "exhaustive",
+    }
+}
+
+/// Waits until other work leaves `cores` nearly idle for a second (no trial runs meanwhile, so anything
+/// busy there is someone else's), or [`QUIET_WAIT`] has passed.
+fn wait_for_quiet(cores: &[usize], cancel: &Cancel) {
+    let deadline = Instant::now() + QUIET_WAIT;
+    let mut before = HostReading::read(cores, &[]);
+    while Instant::now() < deadline && cancel.signal().is_none() {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = HostReading::read(cores, &[]);
+        let busy = now.busy_s + now.steal_s - before.busy_s - before.steal_s;
+        if busy < 0.1 * cores.len().max(1) as f64 {
+            return;
+        }
+        before = now;
+    }
+}

@@ -1,0 +1,135 @@
+//! Stage 6, validation: grid points the model derived rather than saw, measured under their real
+//! constraint, and how far each model's predictions were from them (docs/architecture.md §4, §6).
+
+use super::runner::Runner;
+use super::{Plan, ProfileRunError};
+use crate::profile::file::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
+use crate::stall::HitModel;
+use crate::units::{Bytes, GIB};
+
+/// Stage 6: held-out grid points and, on request, the whole grid, under their real constraint (a memory
+/// limit for the page cache, `SYNERGY_CACHE_BYTES` for an application cache), each after the cache is
+/// steady, with every model's prediction beside the measurement.
+pub(super) fn validate(
+    run: &mut Runner,
+    plan: &Plan,
+    model: &FittedModel,
+    memory_axis: &[f64],
+) -> Result<Vec<ValidationPoint>, ProfileRunError> {
+    let mut points: Vec<(TrialRole, f64, f64)> =
+        held_out(&plan.cpu_axis, memory_axis, plan.req.validate)
+            .into_iter()
+            .map(|(c, mg)| (TrialRole::Validation, c, mg))
+            .collect();
+    if plan.req.exhaustive {
+        for &c in &plan.cpu_axis {
+            for &mg in memory_axis {
+                points.push((TrialRole::Exhaustive, c, mg));
+            }
+        }
+    }
+    let mut validation = Vec::new();
+    for (role, c, mg) in points {
+        let mut r = plan.constrained(c);
+        let mem = mg * GIB;
+        match plan.hit_model {
+            HitModel::Minio => r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem) as u64)),
+            HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
+        }
+        let t = run.trial(role, Some(mg), r)?;
+        let predicted = |hm| model.predict(c, mem, Some(hm)).samples_per_s;
+        validation.push(ValidationPoint {
+            cpus: c,
+            memory_gib: mg,
+            measured: t.throughput.samples_per_s,
+            measured_ci95: t.throughput.ci95_half_width,
+            predicted_minio: predicted(HitModel::Minio),
+            predicted_page_cache: predicted(HitModel::PageCache),
+            predicted_ds_analyzer: Some(model.predict_ds_analyzer(c, mem).samples_per_s),
+            role,
+        });
+    }
+    Ok(validation)
+}
+
+/// `n` grid points spread over the grid, leaving out the column the CPU sweep measured (the last,
+/// where the whole dataset is cached), so they test what the model derived rather than what it saw.
+pub fn held_out(cpus: &[f64], memory_gib: &[f64], n: usize) -> Vec<(f64, f64)> {
+    let cols = if memory_gib.len() > 1 {
+        &memory_gib[..memory_gib.len() - 1]
+    } else {
+        memory_gib
+    };
+    // Column-major order alternating rows, so consecutive picks differ in both axes.
+    let mut cells = Vec::new();
+    for (j, &m) in cols.iter().enumerate() {
+        for k in 0..cpus.len() {
+            let i = if j % 2 == 0 { k } else { cpus.len() - 1 - k };
+            cells.push((cpus[i], m));
+        }
+    }
+    if n == 0 || cells.is_empty() {
+        return Vec::new();
+    }
+    if n >= cells.len() {
+        return cells;
+    }
+    let mut picked: Vec<(f64, f64)> = (0..n)
+        .map(|k| cells[((k as f64 + 0.5) * cells.len() as f64 / n as f64) as usize])
+        .collect();
+    picked.dedup();
+    picked
+}
+
+/// Errors of one hit model's predictions (this project's model, or with `ds_analyzer` the published
+/// one) over the validation points.
+pub(super) fn summarize(
+    points: &[ValidationPoint],
+    model: HitModel,
+    ds_analyzer: bool,
+) -> Option<ErrorSummary> {
+    let mut errs: Vec<f64> = points
+        .iter()
+        .filter_map(|p| match ds_analyzer {
+            true => p.predicted_ds_analyzer.map(|v| p.error_of(v)),
+            false => Some(p.error(model)),
+        })
+        .collect();
+    if errs.is_empty() {
+        return None;
+    }
+    errs.sort_by(f64::total_cmp);
+    let n = errs.len();
+    let median = if n % 2 == 1 {
+        errs[n / 2]
+    } else {
+        (errs[n / 2 - 1] + errs[n / 2]) / 2.0
+    };
+    Some(ErrorSummary {
+        hit_model: model,
+        ds_analyzer,
+        points: n,
+        median_error: median,
+        mean_error: errs.iter().sum::<f64>() / n as f64,
+        max_error: errs[n - 1],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_out_points_avoid_the_swept_column_and_spread() {
+        let cpus = [0.5, 1.0, 1.5, 2.0];
+        let mem = [1.0, 2.0, 3.0];
+        let pts = held_out(&cpus, &mem, 4);
+        assert_eq!(pts.len(), 4);
+        assert!(pts.iter().all(|(_, m)| *m < 3.0));
+        let distinct_cpus: std::collections::BTreeSet<_> =
+            pts.iter().map(|(c, _)| (c * 4.0) as i64).collect();
+        assert!(distinct_cpus.len() >= 3, "{pts:?}");
+        assert_eq!(held_out(&cpus, &mem, 100).len(), 8);
+        assert!(held_out(&cpus, &mem, 0).is_empty());
+    }
+}

@@ -1,0 +1,149 @@
+//! Predictions from a profile: the fitted model's T(c, m) with its hit-ratio tables
+//! (docs/architecture.md §4), or, for a profile without a model, bilinear interpolation in its matrix.
+
+use super::file::{FittedModel, HitRatioRow, Profile};
+use crate::stall::{HitModel, Stage};
+use serde::{Deserialize, Serialize};
+
+impl FittedModel {
+    /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
+    pub fn hit_ratio(&self, model: HitModel, cache_bytes: f64) -> f64 {
+        self.column(cache_bytes, |r| match model {
+            HitModel::Minio => r.minio,
+            HitModel::PageCache => r.page_cache,
+        })
+    }
+
+    /// Uncalibrated LRU's hit ratio at `cache_bytes`.
+    pub fn lru_hit_ratio(&self, cache_bytes: f64) -> f64 {
+        self.column(cache_bytes, |r| r.lru.unwrap_or(r.page_cache))
+    }
+
+    fn column(&self, cache_bytes: f64, pick: impl Fn(&HitRatioRow) -> f64) -> f64 {
+        let rows = &self.hit_ratios;
+        let Some(first) = rows.first() else {
+            return 0.0;
+        };
+        if cache_bytes <= first.cache_bytes as f64 {
+            return pick(first);
+        }
+        for w in rows.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if cache_bytes <= b.cache_bytes as f64 {
+                let f =
+                    (cache_bytes - a.cache_bytes as f64) / (b.cache_bytes - a.cache_bytes) as f64;
+                return pick(a) + f * (pick(b) - pick(a));
+            }
+        }
+        pick(&rows[rows.len() - 1])
+    }
+
+    /// T(c, m) with the profile's own hit model, or `model` when given.
+    pub fn predict(
+        &self,
+        cpus: f64,
+        memory_bytes: f64,
+        model: Option<HitModel>,
+    ) -> crate::stall::Prediction {
+        let m = model.unwrap_or(self.stall.hit_model);
+        self.stall
+            .predict_with(cpus, memory_bytes, &mut |c| self.hit_ratio(m, c))
+    }
+
+    /// T(c, m) as the published DS-Analyzer model has it, for comparison: the workload's cache model
+    /// with an uncalibrated LRU page cache, and misses that cost storage bandwidth only.
+    pub fn predict_ds_analyzer(&self, cpus: f64, memory_bytes: f64) -> crate::stall::Prediction {
+        let page_cache = self.stall.hit_model == HitModel::PageCache;
+        self.stall
+            .predict_without_miss_cost(cpus, memory_bytes, &mut |c| {
+                if page_cache {
+                    self.lru_hit_ratio(c)
+                } else {
+                    self.hit_ratio(HitModel::Minio, c)
+                }
+            })
+    }
+}
+
+/// A prediction from a profile at one allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfilePrediction {
+    /// Samples per second (when the profile has absolute numbers).
+    pub samples_per_s: Option<f64>,
+    /// Relative to GPU-proportional.
+    pub normalized: f64,
+    /// The limiting stage (when the profile has a model).
+    pub limited_by: Option<Stage>,
+    /// Cache hit ratio (when the profile has a model).
+    pub hit_ratio: Option<f64>,
+}
+
+/// Predicts throughput at `cpus` cores and `memory_gib` GiB: from the fitted model where the profile has
+/// one, else by bilinear interpolation in the normalized matrix (clamped to its edges).
+pub fn predict(p: &Profile, cpus: f64, memory_gib: f64) -> ProfilePrediction {
+    let t_prop = p.matrix.proportional.samples_per_s;
+    if let Some(model) = &p.model {
+        let r = model.predict(cpus, memory_gib * crate::units::GIB, None);
+        return ProfilePrediction {
+            samples_per_s: Some(r.samples_per_s),
+            normalized: t_prop
+                .filter(|t| *t > 0.0)
+                .map_or(0.0, |t| r.samples_per_s / t),
+            limited_by: Some(r.limited_by),
+            hit_ratio: Some(r.hit_ratio),
+        };
+    }
+    let normalized = interpolate(
+        &p.matrix.cpus,
+        &p.matrix.memory_gib,
+        &p.matrix.normalized,
+        cpus,
+        memory_gib,
+    );
+    ProfilePrediction {
+        samples_per_s: t_prop.map(|t| t * normalized),
+        normalized,
+        limited_by: None,
+        hit_ratio: None,
+    }
+}
+
+/// Bilinear interpolation of `values[row][col]` on axes `xs` (rows) and `ys` (columns), clamped.
+pub fn interpolate(xs: &[f64], ys: &[f64], values: &[Vec<f64>], x: f64, y: f64) -> f64 {
+    let locate = |axis: &[f64], v: f64| -> (usize, usize, f64) {
+        if axis.len() == 1 || v <= axis[0] {
+            return (0, 0, 0.0);
+        }
+        if v >= axis[axis.len() - 1] {
+            let l = axis.len() - 1;
+            return (l, l, 0.0);
+        }
+        let i = axis
+            .windows(2)
+            .position(|w| v <= w[1])
+            .unwrap_or(axis.len() - 2);
+        (i, i + 1, (v - axis[i]) / (axis[i + 1] - axis[i]))
+    };
+    let (r0, r1, fr) = locate(xs, x);
+    let (c0, c1, fc) = locate(ys, y);
+    let lerp = |a: f64, b: f64, f: f64| a + f * (b - a);
+    lerp(
+        lerp(values[r0][c0], values[r0][c1], fc),
+        lerp(values[r1][c0], values[r1][c1], fc),
+        fr,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bilinear_interpolation_is_exact_on_the_grid_and_clamped_outside() {
+        let v = vec![vec![1.0, 2.0], vec![3.0, 4.0]];
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.0, 20.0), 2.0);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.5, 15.0), 2.5);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 9.0, 99.0), 4.0);
+        assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 0.0, 0.0), 1.0);
+    }
+}

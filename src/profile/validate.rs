@@ -1,0 +1,258 @@
+//! Validation of a profile file as it is read: everything a reader indexes or divides by is checked once,
+//! naming the field at fault (docs/architecture.md §3.4, §7).
+
+use super::file::{Profile, RatedAllocation};
+
+impl Profile {
+    /// Checks everything a reader indexes or divides by, once, so that every command can trust a profile
+    /// it has read: each table's shape against its axes, every number in its range, a matrix under which
+    /// the job can run at all (docs/architecture.md §3.4).
+    pub(super) fn validate(&self, origin: &str) -> Result<(), crate::error::InputError> {
+        use crate::error::InputError;
+        let bad = |field: String, what: &str| InputError::field(origin, field, what.to_string());
+        let axis = |name: &str, v: &[f64]| {
+            let ok = !v.is_empty()
+                && v.iter().all(|x| x.is_finite() && *x > 0.0)
+                && v.windows(2).all(|w| w[0] < w[1]);
+            if ok {
+                Ok(())
+            } else {
+                Err(bad(
+                    name.to_string(),
+                    "must be positive and strictly increasing",
+                ))
+            }
+        };
+        // A table `[row][column]` over the axes `rows` x `cols`.
+        fn table<T>(
+            origin: &str,
+            name: &str,
+            t: &[Vec<T>],
+            rows: (&str, usize),
+            cols: (&str, usize),
+            ok: impl Fn(&T) -> bool,
+            what: &str,
+        ) -> Result<(), InputError> {
+            if t.len() != rows.1 {
+                return Err(InputError::field(
+                    origin,
+                    name,
+                    format!("has {} rows but {} has {}", t.len(), rows.0, rows.1),
+                ));
+            }
+            for (i, r) in t.iter().enumerate() {
+                if r.len() != cols.1 {
+                    return Err(InputError::field(
+                        origin,
+                        format!("{name}[{i}]"),
+                        format!("has {} values but {} has {}", r.len(), cols.0, cols.1),
+                    ));
+                }
+                if let Some(j) = r.iter().position(|v| !ok(v)) {
+                    return Err(InputError::field(origin, format!("{name}[{i}][{j}]"), what));
+                }
+            }
+            Ok(())
+        }
+        let non_negative = |v: &f64| v.is_finite() && *v >= 0.0;
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let m = &self.matrix;
+        axis("matrix.cpus", &m.cpus)?;
+        axis("matrix.memory_gib", &m.memory_gib)?;
+        let rows = ("matrix.cpus", m.cpus.len());
+        let cols = ("matrix.memory_gib", m.memory_gib.len());
+        let number = "must be a non-negative number";
+        table(
+            origin,
+            "matrix.normalized",
+            &m.normalized,
+            rows,
+            cols,
+            non_negative,
+            number,
+        )?;
+        if let Some(t) = &m.samples_per_s {
+            table(
+                origin,
+                "matrix.samples_per_s",
+                t,
+                rows,
+                cols,
+                non_negative,
+                number,
+            )?;
+        }
+        if let Some(t) = &m.limited_by {
+            table(origin, "matrix.limited_by", t, rows, cols, |_| true, "")?;
+        }
+        if !m.normalized.iter().flatten().any(|v| *v > 0.0) {
+            return Err(bad(
+                "matrix.normalized".into(),
+                "is zero everywhere: a job with this profile could never make progress",
+            ));
+        }
+        let p = &self.per_gpu;
+        axis("per_gpu.cpus", &p.cpus)?;
+        axis("per_gpu.memory_gib", &p.memory_gib)?;
+        if p.cpus.len() != m.cpus.len() || p.memory_gib.len() != m.memory_gib.len() {
+            return Err(bad("per_gpu".into(), "axes must match matrix's"));
+        }
+        let per_gpu_rows = ("per_gpu.cpus", p.cpus.len());
+        let per_gpu_cols = ("per_gpu.memory_gib", p.memory_gib.len());
+        table(
+            origin,
+            "per_gpu.normalized",
+            &p.normalized,
+            per_gpu_rows,
+            per_gpu_cols,
+            non_negative,
+            number,
+        )?;
+        let rated = |name: &str, a: &RatedAllocation, normalized_positive: bool| {
+            if !positive(a.cpus) {
+                return Err(bad(
+                    format!("{name}.cpus"),
+                    "must be a positive number of cores",
+                ));
+            }
+            if !positive(a.memory_gib) {
+                return Err(bad(
+                    format!("{name}.memory_gib"),
+                    "must be a positive number of GiB",
+                ));
+            }
+            let norm_ok = if normalized_positive {
+                positive(a.normalized)
+            } else {
+                non_negative(&a.normalized)
+            };
+            if !norm_ok {
+                return Err(bad(
+                    format!("{name}.normalized"),
+                    "must be a positive number",
+                ));
+            }
+            if a.samples_per_s.is_some_and(|r| !non_negative(&r)) {
+                return Err(bad(format!("{name}.samples_per_s"), number));
+            }
+            Ok(())
+        };
+        rated("matrix.proportional", &m.proportional, true)?;
+        rated("demand.job", &self.demand.job, false)?;
+        rated("demand.per_gpu", &self.demand.per_gpu, false)?;
+        if !(self.demand.tolerance >= 0.0 && self.demand.tolerance < 1.0) {
+            return Err(bad("demand.tolerance".into(), "must be in [0, 1)"));
+        }
+        let sv = &self.server;
+        if sv.gpus == 0 {
+            return Err(bad("server.gpus".into(), "must be at least 1"));
+        }
+        if !positive(sv.cpus) {
+            return Err(bad(
+                "server.cpus".into(),
+                "must be a positive number of cores",
+            ));
+        }
+        if !positive(sv.memory_gib) {
+            return Err(bad(
+                "server.memory_gib".into(),
+                "must be a positive number of GiB",
+            ));
+        }
+        let w = &self.workload;
+        if w.gpus == 0 {
+            return Err(bad("workload.gpus".into(), "must be at least 1"));
+        }
+        if w.batch_size == 0 {
+            return Err(bad("workload.batch_size".into(), "must be at least 1"));
+        }
+        if w.iter_time_s.is_some_and(|t| !positive(t)) {
+            return Err(bad(
+                "workload.iter_time_s".into(),
+                "must be a positive number of seconds",
+            ));
+        }
+        for (i, v) in self.validation.iter().enumerate() {
+            let numbers = [
+                ("cpus", v.cpus),
+                ("memory_gib", v.memory_gib),
+                ("measured", v.measured),
+            ];
+            if let Some((f, _)) = numbers.iter().find(|(_, x)| !positive(*x)) {
+                return Err(bad(
+                    format!("validation[{i}].{f}"),
+                    "must be a positive number",
+                ));
+            }
+            let predictions = [
+                ("measured_ci95", v.measured_ci95),
+                ("predicted_minio", v.predicted_minio),
+                ("predicted_page_cache", v.predicted_page_cache),
+                (
+                    "predicted_ds_analyzer",
+                    v.predicted_ds_analyzer.unwrap_or(0.0),
+                ),
+            ];
+            if let Some((f, _)) = predictions.iter().find(|(_, x)| !non_negative(x)) {
+                return Err(bad(format!("validation[{i}].{f}"), number));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::profile::file::tests::tiny;
+    use crate::profile::{Profile, ProfileError};
+
+    /// Each corruption is refused when the file is read, naming the field, so no command indexes past a
+    /// table or divides by zero later (issue 15, class 1 and 2).
+    #[test]
+    fn every_table_and_number_is_checked_when_read() {
+        use serde_json::json;
+        type Corrupt = fn(&mut serde_json::Value);
+        let cases: Vec<(&str, Corrupt)> = vec![
+            ("per_gpu.normalized", |v| {
+                v["per_gpu"]["normalized"] = json!([[0.5, 0.6]])
+            }),
+            ("per_gpu.normalized[1]", |v| {
+                v["per_gpu"]["normalized"][1] = json!([1.0])
+            }),
+            ("per_gpu.cpus", |v| v["per_gpu"]["cpus"] = json!([2.0, 1.0])),
+            ("matrix.normalized", |v| {
+                v["matrix"]["normalized"] = json!([[0.0, 0.0], [0.0, 0.0]])
+            }),
+            ("matrix.limited_by", |v| {
+                v["matrix"]["limited_by"] = json!([["fetch", "fetch"]])
+            }),
+            ("matrix.proportional.normalized", |v| {
+                v["matrix"]["proportional"]["normalized"] = json!(0.0)
+            }),
+            ("demand.per_gpu.cpus", |v| {
+                v["demand"]["per_gpu"]["cpus"] = json!(-1.0)
+            }),
+            ("server.cpus", |v| v["server"]["cpus"] = json!(0.0)),
+            ("workload.batch_size", |v| {
+                v["workload"]["batch_size"] = json!(0)
+            }),
+            ("workload.iter_time_s", |v| {
+                v["workload"]["iter_time_s"] = json!(-0.5)
+            }),
+            ("validation[0].measured", |v| {
+                v["validation"] = json!([{"cpus": 1.0, "memory_gib": 1.0, "measured": 0.0,
+                    "measured_ci95": 0.0, "predicted_minio": 1.0, "predicted_page_cache": 1.0,
+                    "role": "validation"}])
+            }),
+        ];
+        for (field, corrupt) in cases {
+            let mut v = serde_json::to_value(tiny()).unwrap();
+            corrupt(&mut v);
+            let err = Profile::parse(&v.to_string(), "p.json").unwrap_err();
+            let ProfileError::Invalid(e) = err else {
+                panic!("{field}: not an input error: {err}")
+            };
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        }
+    }
+}
