@@ -5,7 +5,7 @@ use super::render;
 
 /// Runs `plot`.
 pub(super) fn plot_cmd(args: PlotArgs) -> anyhow::Result<i32> {
-    let written = crate::plot::plot(&crate::plot::Request {
+    let written = crate::plot::plot(&crate::plot::PlotRequest {
         inputs: args.inputs,
         kind: args.kind,
         out: args.out,
