@@ -1,0 +1,323 @@
+//! Domains made, used and removed for real: these run against the real cgroup v1 hierarchies as root;
+//! elsewhere they print why and pass. The helpers are shared with the tests of `stale`.
+
+use super::*;
+use crate::isolate::pagecache;
+use crate::isolate::{BlockDevice, Budget, Domain, IsolateError, Isolation, IsolationKind};
+use crate::units::{Bytes, BytesPerSec, Cores};
+use cgroups_rs::fs::cpu::CpuController;
+use cgroups_rs::FreezerState;
+use std::fs::{self, File};
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+pub(super) fn unique(tag: &str) -> String {
+    format!(
+        "synergy-test-{}-{tag}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+pub(super) fn backend() -> Option<CgroupBackend> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("note: skipping a cgroup test: not running as root");
+        return None;
+    }
+    match CgroupBackend::new(IsolationKind::CgroupV1) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("note: skipping a cgroup test: {e}");
+            None
+        }
+    }
+}
+
+pub(super) fn budget(cpus: f64) -> Budget {
+    Budget {
+        cpus: Cores(cpus),
+        cpu_list: None,
+        mem_limit: None,
+        read_limit: None,
+        count_reads_on: None,
+    }
+}
+
+fn spawn_in(domain: &dyn Domain, cmd: &mut Command) -> Child {
+    let setup = domain.child_setup();
+    // SAFETY: apply_in_child only makes async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(move || setup.apply_in_child());
+    }
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn a test child")
+}
+
+/// A file of `size` bytes, written, synced and evicted so it starts cold.
+fn cold_file(dir: &Path, size: usize) -> PathBuf {
+    let path = dir.join("data.bin");
+    let mut f = File::create(&path).expect("create test file");
+    let chunk: Vec<u8> = (0..1usize << 20).map(|i| (i * 31 % 251) as u8).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        f.write_all(&chunk[..n]).expect("write test file");
+        left -= n;
+    }
+    drop(f);
+    pagecache::evict([&path]).expect("evict test file");
+    let r = pagecache::residency([&path]).expect("residency");
+    eprintln!(
+        "cold file: {} of {} bytes still cached after evict",
+        r.resident_bytes, r.total_bytes
+    );
+    path
+}
+
+#[test]
+fn setup_and_teardown_are_fast_and_leave_nothing() {
+    let Some(b) = backend() else { return };
+    let mut setups = Vec::new();
+    let mut teardowns = Vec::new();
+    for _ in 0..5 {
+        let mut bud = budget(0.5);
+        bud.mem_limit = Some(Bytes(256 << 20));
+        let t = Instant::now();
+        let mut d = b.create_domain(&unique("fast"), &bud).expect("create");
+        setups.push(t.elapsed());
+        let paths = d.paths().to_vec();
+        assert!(paths.len() >= 4, "one directory per hierarchy: {paths:?}");
+        // A child that is not reaped before destroy: destroy must not wait on the zombie.
+        let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
+        let pid = child.id() as i32;
+        assert_eq!(d.pids(), vec![pid]);
+        let t = Instant::now();
+        d.destroy().expect("destroy");
+        teardowns.push(t.elapsed());
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        for p in &paths {
+            assert!(!p.exists(), "{} left behind", p.display());
+        }
+        d.destroy().expect("destroy is idempotent");
+    }
+    setups.sort();
+    teardowns.sort();
+    eprintln!("cgroup v1 setup: {setups:?}; teardown (one live child): {teardowns:?}");
+    assert!(setups[2] < Duration::from_millis(100), "{setups:?}");
+    assert!(teardowns[2] < Duration::from_millis(100), "{teardowns:?}");
+}
+
+#[test]
+fn half_a_core_quota_gives_half_a_core() {
+    let Some(b) = backend() else { return };
+    let d = b
+        .create_domain(&unique("quota"), &budget(0.5))
+        .expect("create");
+    assert_eq!(d.cpu_list().len(), 1);
+    let mut child = spawn_in(&d, &mut Command::new("yes"));
+    std::thread::sleep(Duration::from_millis(200));
+    let (c0, t0) = (d.stats().cpu_seconds, Instant::now());
+    std::thread::sleep(Duration::from_millis(1500));
+    let (c1, t1) = (d.stats().cpu_seconds, t0.elapsed());
+    let share = (c1 - c0) / t1.as_secs_f64();
+    drop(d);
+    let _ = child.wait();
+    eprintln!("0.5-core quota: the child used {share:.3} cores");
+    // Upper bound is the quota's job; the lower one is loose because the test host may be busy.
+    assert!((0.3..=0.6).contains(&share), "share {share}");
+}
+
+#[test]
+fn memory_limit_bounds_page_cache() {
+    let Some(b) = backend() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = cold_file(dir.path(), 256 << 20);
+    let limit = 64u64 << 20;
+    let mut bud = budget(1.0);
+    bud.mem_limit = Some(Bytes(limit));
+    let d = b.create_domain(&unique("mem"), &bud).expect("create");
+    let mut child = spawn_in(&d, Command::new("cat").arg(&file));
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "cat under a 64 MiB limit: {status}");
+    let s = d.stats();
+    eprintln!(
+        "64 MiB limit, 256 MiB read: page cache {:?} B, memory {:?} B, residency {:?}",
+        s.page_cache_bytes,
+        s.memory_bytes,
+        pagecache::residency([&file]).map(|r| r.resident_bytes)
+    );
+    let cache = s.page_cache_bytes.expect("page cache is reported");
+    assert!(cache <= limit, "page cache {cache} over the limit");
+    assert!(
+        cache > 8 << 20,
+        "the read was charged to the domain: {cache}"
+    );
+    assert!(s.memory_bytes.expect("memory is reported") <= limit);
+    let read = s.storage_read_bytes.expect("reads are reported");
+    // Everything was read from storage, though the counters may trail the last bios a little.
+    assert!(read > limit, "storage reads {read}");
+}
+
+#[test]
+fn read_throttle_limits_cold_reads() {
+    let Some(b) = backend() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let size = 40_000_000usize;
+    let file = cold_file(dir.path(), size);
+    let dev = match block_device_of(&file) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("note: skipping the throttle test: {e}");
+            return;
+        }
+    };
+    let rate = 20e6;
+    let mut bud = budget(1.0);
+    bud.read_limit = Some((dev, BytesPerSec(rate)));
+    let d = b.create_domain(&unique("io"), &bud).expect("create");
+    let t = Instant::now();
+    let status = spawn_in(&d, Command::new("cat").arg(&file))
+        .wait()
+        .expect("wait");
+    let secs = t.elapsed().as_secs_f64();
+    assert!(status.success());
+    let got = size as f64 / secs;
+    let read = d.stats().storage_read_bytes.unwrap_or(0);
+    eprintln!(
+        "20 MB/s throttle on {}:{}: {:.1} MB/s ({read} B read in {secs:.2} s)",
+        dev.major,
+        dev.minor,
+        got / 1e6
+    );
+    assert!((0.8 * rate..=1.2 * rate).contains(&got), "rate {got}");
+    assert!(read as f64 >= 0.9 * size as f64, "storage reads {read}");
+}
+
+#[test]
+fn update_changes_a_running_child() {
+    let Some(b) = backend() else { return };
+    let (available, _) = b.parent_cpuset();
+    if available.len() < 2 {
+        eprintln!("note: skipping the cpuset update test: only {available:?} available");
+        return;
+    }
+    let (first, second) = (available[0], available[1]);
+    let mut bud = budget(1.0);
+    bud.cpu_list = Some(vec![first]);
+    let mut d = b.create_domain(&unique("upd"), &bud).expect("create");
+    let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
+    assert_eq!(
+        crate::isolate::cpus::cpus_allowed(child.id()),
+        first.to_string()
+    );
+    let mut bud2 = budget(0.5);
+    bud2.cpu_list = Some(vec![second]);
+    bud2.mem_limit = Some(Bytes(128 << 20));
+    d.update(&bud2).expect("update");
+    assert_eq!(
+        crate::isolate::cpus::cpus_allowed(child.id()),
+        second.to_string()
+    );
+    assert_eq!(d.cpu_list(), &[second]);
+    let cpu_dir = d.dir_of::<CpuController>().expect("cpu dir").to_path_buf();
+    assert_eq!(
+        read_trim(&cpu_dir.join("cpu.cfs_quota_us")).as_deref(),
+        Some("50000")
+    );
+    // Back to no quota and no memory limit.
+    d.update(&budget(1.0)).expect("update back");
+    assert_eq!(
+        read_trim(&cpu_dir.join("cpu.cfs_quota_us")).as_deref(),
+        Some("-1")
+    );
+    drop(d);
+    assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+}
+
+#[test]
+fn a_frozen_domain_stops_its_tasks_and_a_reopened_one_can_be_destroyed() {
+    let Some(b) = backend() else { return };
+    let name = unique("frz");
+    let mut d = b.create_domain(&name, &budget(1.0)).expect("create");
+    let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
+    let stat_state = |pid: u32| {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|t| t.rsplit(") ").next().map(|r| r.chars().next()))
+            .flatten()
+    };
+    d.set_frozen(true).expect("freeze");
+    let f = d.freezer().expect("freezer");
+    assert!(matches!(f.state(), Ok(FreezerState::Frozen)));
+    // A frozen task sleeps uninterruptibly in the freezer (D) until thawed.
+    assert_eq!(stat_state(child.id()), Some('D'));
+    d.set_frozen(false).expect("thaw");
+    assert!(matches!(
+        d.freezer().expect("freezer").state(),
+        Ok(FreezerState::Thawed)
+    ));
+    d.set_frozen(true).expect("freeze again");
+    // Another handle on the same cgroup (as a resumed executor opens what a dead one left) sees the
+    // frozen task and removes everything, the frozen task included.
+    let mut again = Isolation::reopen(&b, &name).expect("open").expect("exists");
+    assert_eq!(again.pids(), vec![child.id() as i32]);
+    again.destroy().expect("destroy");
+    assert_eq!(child.wait().expect("wait").signal(), Some(libc::SIGKILL));
+    assert!(d.paths().iter().all(|p| !p.exists()));
+    assert!(b.open_domain(&name).expect("open").is_none());
+}
+
+#[test]
+fn more_cores_than_available_is_a_budget_error() {
+    let Some(b) = backend() else { return };
+    let (available, _) = b.parent_cpuset();
+    let name = unique("big");
+    let err = b
+        .create_domain(&name, &budget(available.len() as f64 + 1.0))
+        .expect_err("too many cores");
+    assert!(matches!(err, IsolateError::Budget(_)), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("only {} are available", available.len())),
+        "{err}"
+    );
+    assert!(!b.handle(&name).exists());
+}
+
+#[test]
+fn failed_setup_leaves_nothing_and_destroyed_domains_admit_nobody() {
+    let Some(b) = backend() else { return };
+    let name = unique("bad");
+    let mut bud = budget(1.0);
+    // /dev/null's numbers: not a block device, so the throttle write fails half-way through setup.
+    bud.read_limit = Some((BlockDevice { major: 1, minor: 3 }, BytesPerSec(1e6)));
+    let err = b.create_domain(&name, &bud).expect_err("bad device");
+    eprintln!("bad throttle device: {err}");
+    assert!(!b.handle(&name).exists(), "half-made cgroup left behind");
+
+    let mut d = b
+        .create_domain(&unique("late"), &budget(1.0))
+        .expect("create");
+    d.destroy().expect("destroy");
+    let setup = d.child_setup();
+    let mut cmd = Command::new("true");
+    // SAFETY: apply_in_child only makes async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(move || setup.apply_in_child());
+    }
+    assert!(
+        cmd.spawn().is_err(),
+        "a destroyed domain must not run a child"
+    );
+}

@@ -1,0 +1,325 @@
+//! Watching a running workload: progress events tallied into the estimator, the domain and host read
+//! every [`SAMPLE_EVERY`] (and as each epoch turns), until the estimate converges or a limit stops it.
+
+use super::summary::{closest, epoch_stats, summarize};
+use super::{EpochStats, TrialError, TrialRequest};
+use crate::cancel::Cancel;
+use crate::error::InputError;
+use crate::isolate;
+use crate::measure::contention::{self, Disturbance, HostReading, Reading};
+use crate::measure::estimate::{Estimate, Estimator, StopReason};
+use crate::measure::progress::{
+    self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
+};
+use crate::measure::telemetry::{GpuSampler, Peaks, Telemetry};
+use crate::workload::launch::{self, ProgressStream};
+use crate::workload::probe::ProbeReport;
+use crate::workload::spec::ProgressSpec;
+use indicatif::ProgressBar;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// What watching a running workload produced.
+pub(super) struct Observation {
+    pub(super) estimate: Estimate,
+    pub(super) stop_reason: StopReason,
+    pub(super) steps: u64,
+    pub(super) samples: f64,
+    pub(super) duration_s: f64,
+    pub(super) telemetry: Telemetry,
+    pub(super) disturbance: Option<Disturbance>,
+    pub(super) epochs: Vec<EpochStats>,
+    pub(super) malformed: u64,
+    pub(super) probe: Option<ProbeReport>,
+}
+
+/// Progress received so far.
+struct Tally {
+    start: Instant,
+    est: Estimator,
+    steps: u64,
+    malformed: u64,
+    /// `(t, hits, misses)` per step that reported application-cache counts.
+    cache_steps: Vec<(f64, u64, u64)>,
+    /// The epoch of the latest step, and whether a new one began since the last reading: windows of
+    /// whole epochs start and end there, so the domain is read right then.
+    epoch: Option<u64>,
+    epoch_turned: bool,
+    /// Per epoch: (epoch, time of its first and last step, its samples, its first step's samples).
+    epochs: Vec<(u64, f64, f64, f64, f64)>,
+    probe: Option<ProbeReport>,
+}
+
+impl Tally {
+    fn add(&mut self, ev: ProgressEvent) {
+        match ev {
+            ProgressEvent::Step {
+                at,
+                samples,
+                epoch,
+                cache_hits,
+                cache_misses,
+            } => {
+                let t = at.duration_since(self.start).as_secs_f64();
+                self.steps += 1;
+                if epoch.is_some() && self.epoch.is_some() && epoch != self.epoch {
+                    self.epoch_turned = true;
+                }
+                self.epoch = epoch.or(self.epoch);
+                if let Some(e) = epoch {
+                    match self.epochs.last_mut() {
+                        Some(last) if last.0 == e => {
+                            last.2 = t;
+                            last.3 += samples;
+                        }
+                        _ => self.epochs.push((e, t, t, samples, samples)),
+                    }
+                }
+                self.est.push_step(t, samples, epoch);
+                if cache_hits.is_some() || cache_misses.is_some() {
+                    self.cache_steps
+                        .push((t, cache_hits.unwrap_or(0), cache_misses.unwrap_or(0)));
+                }
+            }
+            ProgressEvent::Rate { at, samples_per_s } => {
+                self.steps += 1;
+                self.est
+                    .push_rate(at.duration_since(self.start).as_secs_f64(), samples_per_s);
+            }
+            ProgressEvent::Probe(r) => self.probe.get_or_insert_with(Default::default).merge(r),
+            ProgressEvent::Malformed { .. } => self.malformed += 1,
+        }
+    }
+}
+
+fn status_line(req: &TrialRequest, tally: &Tally, elapsed: f64) -> String {
+    match tally.est.estimate() {
+        Some(e) => format!(
+            "{} @ {} cores: {:.1} ± {:.1} samples/s (±{:.1}%), {elapsed:.1} s",
+            req.spec.name,
+            req.cpus,
+            e.samples_per_s,
+            e.ci95_half_width,
+            100.0 * e.rel_half_width()
+        ),
+        None => format!(
+            "{} @ {} cores: warming up, {} steps, {elapsed:.1} s",
+            req.spec.name, req.cpus, tally.steps
+        ),
+    }
+}
+
+/// How often domain statistics and NVML are read.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+
+pub(super) fn observe(
+    req: &TrialRequest,
+    running: &mut launch::Running,
+    domain: &mut dyn isolate::Domain,
+    bar: &ProgressBar,
+    cancel: &Cancel,
+) -> Result<Observation, TrialError> {
+    let (tx, rx) = mpsc::channel();
+    let source: Option<Box<dyn ProgressSource>> =
+        match (running.progress.take(), &req.spec.progress) {
+            (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
+            (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
+                let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
+                    InputError::field(&req.spec.origin, "progress.pattern", e.to_string())
+                })?;
+                Some(Box::new(RegexProgress::new(r, m)))
+            }
+            _ => None,
+        };
+    let reader = source.map(|s| progress::spawn(s, tx));
+
+    let start = running.started();
+    let mut tally = Tally {
+        start,
+        est: Estimator::new(req.estimator.clone()),
+        steps: 0,
+        malformed: 0,
+        cache_steps: Vec::new(),
+        epoch: None,
+        epoch_turned: false,
+        epochs: Vec::new(),
+        probe: None,
+    };
+    let cores = domain.cpu_list().to_vec();
+    let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
+        t_s,
+        domain: domain.stats(),
+        host: HostReading::read(&cores, &domain.pids()),
+    };
+    let mut readings: Vec<Reading> = Vec::new();
+    let probe = cores
+        .first()
+        .and_then(|&c| crate::measure::hostspeed::SpeedProbe::start(c, SAMPLE_EVERY));
+    let mut peaks = Peaks::default();
+    let visible: Option<Vec<u32>> = std::env::var("CUDA_VISIBLE_DEVICES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let mut gpu = GpuSampler::new(visible.as_deref());
+    let mut last_sample = Instant::now() - SAMPLE_EVERY;
+    let mut last_event = Instant::now();
+    let mut stream_open = reader.is_some();
+
+    let stop_reason = loop {
+        if stream_open {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(ev) => {
+                    last_event = Instant::now();
+                    tally.add(ev);
+                    // Take the whole burst before deciding anything.
+                    while let Ok(ev) = rx.try_recv() {
+                        tally.add(ev);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stream_open = false,
+            }
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let now = Instant::now();
+        let elapsed = now.duration_since(start).as_secs_f64();
+        if now.duration_since(last_sample) >= SAMPLE_EVERY || tally.epoch_turned {
+            last_sample = now;
+            tally.epoch_turned = false;
+            let r = read(&*domain, elapsed);
+            peaks.observe(&r.domain);
+            readings.push(r);
+            if let Some(g) = gpu.as_mut() {
+                g.sample();
+            }
+            bar.set_message(status_line(req, &tally, elapsed));
+            bar.tick();
+        }
+        if let Some(sig) = cancel.signal() {
+            return Err(TrialError::Interrupted(sig));
+        }
+        if tally.est.converged().is_some() {
+            break StopReason::Converged;
+        }
+        if tally.est.epoch_ended() {
+            break StopReason::EpochEnded;
+        }
+        if let Some(status) = running.poll_exit() {
+            // The reader finishes once the pipe's last writer is gone; take everything it read.
+            if let Some(handle) = reader.as_ref() {
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while !handle.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            while let Ok(ev) = rx.try_recv() {
+                tally.add(ev);
+            }
+            if !status.success() || tally.est.estimate().is_none() {
+                return Err(TrialError::WorkloadExited {
+                    status: status.to_string(),
+                    steps: tally.steps,
+                    // A script that failed says why on its stderr; one that finished without a
+                    // step is what the probe can explain.
+                    tail: probe_hint(req, &tally)
+                        .filter(|_| status.success())
+                        .unwrap_or_default(),
+                });
+            }
+            break StopReason::WorkloadExited;
+        }
+        if elapsed >= req.estimator.max_total_s {
+            break StopReason::MaxDuration;
+        }
+        if now.duration_since(last_event) >= req.no_progress_timeout {
+            break StopReason::NoProgress;
+        }
+    };
+    let hint = probe_hint(req, &tally);
+    let Tally {
+        est,
+        steps,
+        malformed,
+        cache_steps,
+        epochs,
+        probe: probe_report,
+        ..
+    } = tally;
+    let duration_s = start.elapsed().as_secs_f64();
+    let last = read(&*domain, duration_s);
+    peaks.observe(&last.domain);
+    readings.push(last);
+
+    let estimate = est.estimate().ok_or_else(|| match (stop_reason, hint) {
+        // No step at all: what the probe saw, or the lines that did not follow the protocol, say why
+        // better than the time it waited.
+        (StopReason::NoProgress | StopReason::MaxDuration, Some(hint)) => {
+            TrialError::NoEstimate(format!(
+                "no progress from the workload in {duration_s:.0} s{hint}"
+            ))
+        }
+        (StopReason::NoProgress | StopReason::MaxDuration, None) if steps == 0 && malformed > 0 => {
+            TrialError::NoEstimate(format!(
+                "none of the workload's {malformed} progress lines followed the protocol (one JSON object per line with `samples`, or the spec's `progress` pattern); check its `progress` settings in {}",
+                req.spec.origin
+            ))
+        }
+        (StopReason::NoProgress, None) => TrialError::NoEstimate(format!(
+            "no progress from the workload for {:.0} s after {steps} steps; check its `progress` settings in {}",
+            req.no_progress_timeout.as_secs_f64(),
+            req.spec.origin
+        )),
+        (StopReason::MaxDuration, None) => TrialError::TooFewSteps { steps, duration_s },
+        (stop_reason, _) => TrialError::NoEstimate(format!(
+            "only {steps} steps in {duration_s:.1} s ({stop_reason}), too few to estimate throughput"
+        )),
+    })?;
+    let speed: Vec<(f64, f64)> = probe
+        .map(|p| p.finish())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(at, v)| (at.saturating_duration_since(start).as_secs_f64(), v))
+        .collect();
+    let window = closest(&readings, estimate.window_start_s)
+        .zip(closest(
+            &readings,
+            estimate.window_start_s + estimate.measured_s,
+        ))
+        .filter(|(a, b)| b.t_s - a.t_s > 0.5);
+    let telemetry = summarize(
+        window,
+        &estimate,
+        &readings,
+        &peaks,
+        &cache_steps,
+        gpu.as_ref(),
+    );
+    let disturbance =
+        window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b, &speed));
+    let epochs = epoch_stats(&epochs, &readings);
+    Ok(Observation {
+        estimate,
+        stop_reason,
+        steps,
+        samples: est.total_samples(),
+        duration_s,
+        telemetry,
+        disturbance,
+        epochs,
+        malformed,
+        probe: probe_report,
+    })
+}
+
+/// Why a probed script gave no steps, when the probe can tell: it never saw PyTorch, or it saw PyTorch
+/// but no DataLoader batch (the probe counts only those).
+fn probe_hint(req: &TrialRequest, tally: &Tally) -> Option<String> {
+    req.spec.probe?;
+    if tally.steps > 0 {
+        return None;
+    }
+    Some(match &tally.probe {
+        Some(p) if p.torch == Some(true) => "; the PyTorch probe saw the script load torch's data loading but iterate no `torch.utils.data.DataLoader`, and it counts only DataLoader batches: measure such a script through a spec whose `progress` pattern reads its own log (docs/workload-spec.md)".to_string(),
+        _ => "; the PyTorch probe saw no import of `torch.utils.data`: either the script uses no PyTorch DataLoader (the probe counts only DataLoader batches: measure it through a spec whose `progress` pattern reads its own log, docs/workload-spec.md), or its Python does not read a `sitecustomize` from PYTHONPATH (`python -S` and `-I` do not)".to_string(),
+    })
+}
