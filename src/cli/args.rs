@@ -276,8 +276,11 @@ pub(super) struct RunCmdArgs {
     #[arg(long)]
     pub(super) state: Option<PathBuf>,
     /// Continue the run recorded in the state file after the executor was killed.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fresh")]
     pub(super) resume: bool,
+    /// Start over although the state file records an earlier run (its JCTs and saved progress are lost).
+    #[arg(long)]
+    pub(super) fresh: bool,
     /// Times a crashing job is started again before it counts as failed.
     #[arg(long, default_value_t = 2)]
     pub(super) max_retries: u32,

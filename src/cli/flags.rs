@@ -23,6 +23,8 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("memory", "--mem"),
     ("nodes", "--node"),
     ("policy", "--policy"),
+    ("resume", "--resume"),
+    ("fresh", "--fresh"),
     ("mechanism", "--mechanism"),
     // A simulation (`SimConfig`, `TraceSource`, `GenConfig`, the catalog's directory).
     ("trace", "--trace"),

@@ -43,6 +43,7 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         max_retries: args.max_retries,
         state_path,
         resume: args.resume,
+        fresh: args.fresh,
     };
     let cancel = Cancel::on_signals()?;
     let mut backend: Box<dyn crate::exec::Backend> = match args.backend {

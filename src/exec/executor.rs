@@ -41,6 +41,9 @@ pub struct ExecConfig {
     pub state_path: PathBuf,
     /// Continue the run recorded in the state file.
     pub resume: bool,
+    /// Start over even when the state file records an earlier run; without it (or `resume`), an
+    /// existing state file is refused rather than overwritten.
+    pub fresh: bool,
 }
 
 /// One job's outcome, real beside predicted.
@@ -702,6 +705,31 @@ fn fresh_state(
     jobs_dir: &Path,
     clock: &dyn Clock,
 ) -> Result<RunState, ExecError> {
+    if cfg.state_path.exists() && !cfg.fresh {
+        let what = match RunState::read(&cfg.state_path) {
+            Ok(old) => {
+                let done = old
+                    .jobs
+                    .iter()
+                    .filter(|j| j.status == JobStatus::Done)
+                    .count();
+                format!(
+                    "records an earlier run ({done} of {} jobs done)",
+                    old.jobs.len()
+                )
+            }
+            Err(_) => "exists".to_string(),
+        };
+        return Err(InputError::new(
+            cfg.state_path.display().to_string(),
+            format!(
+                "{what}; continue it with {}, or discard it and start over with {}",
+                crate::error::Setting("resume"),
+                crate::error::Setting("fresh")
+            ),
+        )
+        .into());
+    }
     // A new run starts every job from zero: earlier progress files of these jobs go.
     for j in &list.jobs {
         let p = jobs_dir.join(format!("{}.json", j.name));

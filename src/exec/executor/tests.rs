@@ -38,6 +38,7 @@ fn config(dir: &Path, policy: &str, mechanism: &str, max_retries: u32) -> ExecCo
         max_retries,
         state_path: dir.join("jobs.state.json"),
         resume: false,
+        fresh: false,
     }
 }
 
@@ -417,5 +418,54 @@ fn a_killed_executor_s_jobs_are_cleaned_up_on_resume_and_continue() {
     assert_eq!(second.calls("a"), [start(3200, &[0]), Call::Stop]);
     assert_eq!(second.calls("b"), [start(1200, &[0]), Call::Stop]);
     assert_eq!(result(&report, "b").real_jct_s, Some(8.25));
+    assert!(report.jobs.iter().all(|j| j.status == JobStatus::Done));
+}
+
+#[test]
+fn a_new_run_over_an_earlier_runs_state_is_refused_unless_asked_to_start_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = job_list(dir.path(), &[("a", "text", 2000, 0.0)]);
+    let time = FakeTime::default();
+    let mut backend = FakeBackend::new(&time, 1, 8, 64, 1000.0);
+    let mut cfg = config(dir.path(), "fifo", "proportional", 0);
+    let (report, _) = go(
+        &list,
+        &mut backend,
+        &cfg,
+        &Cancel::new(),
+        &mut FakeClock::new(&time, STEP_S),
+    );
+    assert!(report.jobs.iter().all(|j| j.status == JobStatus::Done));
+    let before = std::fs::read(&cfg.state_path).unwrap();
+    let err = run_on(
+        &list,
+        &mut backend,
+        &cfg,
+        &Cancel::new(),
+        &mut |_: &str| {},
+        &mut FakeClock::new(&time, STEP_S),
+    )
+    .unwrap_err();
+    let ExecError::Input(e) = &err else {
+        panic!("not an input error: {err}")
+    };
+    assert!(e.message.contains("1 of 1 jobs done"), "{e}");
+    assert!(
+        e.message.contains("setting `resume`") && e.message.contains("setting `fresh`"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&cfg.state_path).unwrap(),
+        before,
+        "the state is kept"
+    );
+    cfg.fresh = true;
+    let (report, _) = go(
+        &list,
+        &mut backend,
+        &cfg,
+        &Cancel::new(),
+        &mut FakeClock::new(&time, STEP_S),
+    );
     assert!(report.jobs.iter().all(|j| j.status == JobStatus::Done));
 }
