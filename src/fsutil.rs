@@ -31,6 +31,36 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// A text file the user named could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// Theirs to fix: no such file, a directory, not text.
+    #[error(transparent)]
+    Input(#[from] crate::error::InputError),
+    /// The system's: permissions, I/O.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Reads the text file at `path`, which the user gave as `what` (`a profile file`): a missing file, a
+/// directory or bytes that are not UTF-8 come back as [`ReadError::Input`] naming the path.
+pub fn read_user_text(path: &Path, what: &str) -> Result<String, ReadError> {
+    use crate::error::InputError;
+    let origin = path.display().to_string();
+    if path.is_dir() {
+        return Err(InputError::new(origin, format!("is a directory, not {what}")).into());
+    }
+    std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => {
+            InputError::new(origin, format!("no such file (expected {what})")).into()
+        }
+        io::ErrorKind::InvalidData => {
+            InputError::new(origin, format!("is not text (expected {what})")).into()
+        }
+        _ => io::Error::new(e.kind(), format!("reading {origin}: {e}")).into(),
+    })
+}
+
 /// Whether `name` may become a file name inside a directory the user chose: 1-64 letters, digits, `-`,
 /// `_` or `.`, not starting with `.`; so no name can climb out (`../x`), hide, or start a path anew.
 pub fn is_safe_file_stem(name: &str) -> bool {

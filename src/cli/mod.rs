@@ -62,7 +62,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", flags::name_flags(&format!("{err:#}")));
+            eprintln!("error: {}", flags::name_flags(&one_line(&err)));
             if err.chain().any(is_input_error) {
                 EXIT_INPUT
             } else {
@@ -70,6 +70,22 @@ pub fn main() -> i32 {
             }
         }
     }
+}
+
+/// The error and its causes on one line, `outer: inner: ...`; a cause whose words its outer error already
+/// ends with (an error that prints its source and also reports it as its source) is said once.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
@@ -120,4 +136,23 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
         e.downcast_ref::<IsolateError>(),
         Some(IsolateError::Budget(_))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_its_outer_message_is_said_once() {
+        let io = std::io::Error::other("Is a directory");
+        let e = anyhow::Error::new(ProfileError::Io {
+            context: "reading profiles".into(),
+            source: io,
+        })
+        .context("loading the catalog");
+        assert_eq!(
+            one_line(&e),
+            "loading the catalog: reading profiles: Is a directory"
+        );
+    }
 }

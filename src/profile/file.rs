@@ -507,9 +507,12 @@ impl Profile {
     /// Reads and validates a profile file.
     pub fn read(path: &Path) -> Result<Profile, ProfileError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Io {
-            context: format!("reading {origin}"),
-            source: e,
+        let text = crate::fsutil::read_user_text(path, "a profile file").map_err(|e| match e {
+            crate::fsutil::ReadError::Input(i) => ProfileError::Invalid(i),
+            crate::fsutil::ReadError::Io(source) => ProfileError::Io {
+                context: "reading a profile".to_string(),
+                source,
+            },
         })?;
         Self::parse(&text, &origin)
     }

@@ -110,6 +110,9 @@ pub fn run(
                 )
                 .into());
             }
+            if g.jobs == Some(0) {
+                return Err(InputError::setting("jobs", "must be at least 1").into());
+            }
             let n = match (cfg.window, g.jobs) {
                 (Some((a, b)), Some(n)) => (b + 1).min(n).saturating_sub(a),
                 (Some((a, b)), None) => b + 1 - a,

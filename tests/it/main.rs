@@ -9,6 +9,7 @@
 mod common;
 
 mod cli_errors;
+mod hardening;
 mod launch;
 mod measure;
 mod plot;
