@@ -109,12 +109,14 @@ fn simulate_out_appears_whole_and_a_second_writer_is_refused() {
         .args([
             "simulate",
             "--servers",
-            "64",
+            "256",
             "--load",
-            "36",
+            "72",
             "--jobs",
-            "20000",
+            "100000",
             "--multi-gpu",
+            "--mechanism",
+            "proportional",
             "--out",
             &o,
         ])
