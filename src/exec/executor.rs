@@ -115,6 +115,15 @@ fn policy_and_mechanism(cfg_policy: &str, cfg_mechanism: &str) -> Result<Schedul
     Ok((p, m))
 }
 
+/// GPUs of the widest server: no job may ask for more.
+fn widest_server_gpus(servers: &[ServerInfo]) -> u32 {
+    servers
+        .iter()
+        .map(|s| s.gpus.len() as u32)
+        .max()
+        .unwrap_or(0)
+}
+
 fn fmt_alloc(a: &Allocation) -> String {
     let gpus: Vec<String> = a.gpus.iter().map(|g| g.to_string()).collect();
     let cores: Vec<String> = a.cores.iter().map(|c| c.to_string()).collect();
@@ -207,13 +216,7 @@ pub(crate) fn run_on(
         return Err(InputError::setting("round_s", "must be a positive number of seconds").into());
     }
     let servers = backend.servers().to_vec();
-    list.check_fits(
-        servers
-            .iter()
-            .map(|s| s.gpus.len() as u32)
-            .max()
-            .unwrap_or(0),
-    )?;
+    list.check_fits(widest_server_gpus(&servers))?;
     let (policy, mechanism) = policy_and_mechanism(&cfg.policy, &cfg.mechanism)?;
     // The prediction first: it also validates the list against the cluster before anything starts.
     let predicted = predict(

@@ -298,10 +298,7 @@ impl Backend for FakeBackend {
 
     fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
         if self.jobs.contains_key(job.name) {
-            return Err(ExecError::Other(format!(
-                "job `{}` is already started",
-                job.name
-            )));
+            return Err(ExecError::already_started(job.name));
         }
         let batch = job.spec.batch_size as u64;
         let mut fj = FakeJob {

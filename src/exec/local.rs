@@ -264,10 +264,7 @@ impl Backend for LocalBackend {
 
     fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
         if self.jobs.contains_key(job.name) {
-            return Err(ExecError::Other(format!(
-                "job `{}` is already started",
-                job.name
-            )));
+            return Err(ExecError::already_started(job.name));
         }
         let domain_name = format!("{}{}", self.prefix, job.name);
         let domain = self.iso.create(&domain_name, &budget_of(alloc))?;

@@ -59,6 +59,11 @@ pub enum ExecError {
 }
 
 impl ExecError {
+    /// A backend was asked to start a job it already runs (an executor bug, not the user's).
+    pub fn already_started(job: &str) -> ExecError {
+        ExecError::Other(format!("job `{job}` is already started"))
+    }
+
     /// Whether the user fixes this by changing their input (exit code 2).
     pub fn is_input(&self) -> bool {
         match self {

@@ -258,10 +258,7 @@ impl Backend for SlurmBackend {
 
     fn start(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<(), ExecError> {
         if self.jobs.contains_key(job.name) {
-            return Err(ExecError::Other(format!(
-                "job `{}` is already started",
-                job.name
-            )));
+            return Err(ExecError::already_started(job.name));
         }
         let request = self.request(job, alloc)?;
         let mut sj = SlurmJob {
