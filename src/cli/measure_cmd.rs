@@ -65,6 +65,15 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
             "must not be negative",
         ));
     }
+    if args.min_seconds > args.max_seconds {
+        return Err(InputError::new(
+            "--min-seconds",
+            format!(
+                "{} s is more than --max-seconds ({} s): a trial could never measure that long",
+                args.min_seconds, args.max_seconds
+            ),
+        ));
+    }
     if spec.dataset.is_none() {
         // These act on the dataset's files: without a dataset they would silently do nothing.
         for (flag, given) in [

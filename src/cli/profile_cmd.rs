@@ -63,6 +63,9 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         args.dataset.as_deref(),
         &args.command,
     )?;
+    if args.gpus == Some(0) {
+        return Err(InputError::new("--gpus", "must be at least 1"));
+    }
     if !(0.0..1.0).contains(&args.tolerance) {
         return Err(InputError::new("--tolerance", "must be in [0, 1)"));
     }

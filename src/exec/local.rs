@@ -105,7 +105,7 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
         }
         cores.truncate(n);
     }
-    let host_mem = crate::profile::plan::host_memory_bytes();
+    let host_mem = crate::isolate::host_memory_bytes();
     let memory = match opts.memory {
         Some(m) if m.0 == 0 || m.0 > host_mem => {
             return Err(InputError::setting(

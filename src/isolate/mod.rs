@@ -156,6 +156,19 @@ pub enum IsolateError {
     },
 }
 
+/// The host's memory, bytes, from `/proc/meminfo` (0 when it cannot be read).
+pub fn host_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// An isolation backend: makes domains that enforce a [`Budget`].
 pub trait Isolation: Send + Sync {
     /// Which backend this is.

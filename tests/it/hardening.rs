@@ -171,3 +171,42 @@ fn misleading_errors_name_what_is_wrong_with_exit_code_2() {
         &[&dir, "is a directory"],
     );
 }
+
+/// Class 2 and 7: numbers that make no sense are refused before anything runs.
+#[test]
+fn contradictory_or_impossible_budgets_are_refused_up_front() {
+    let _host = common::shared();
+    assert_input_error(
+        &[
+            "measure",
+            "text",
+            "--min-seconds",
+            "10",
+            "--max-seconds",
+            "5",
+        ],
+        &["--min-seconds", "--max-seconds"],
+    );
+    assert_input_error(
+        &["measure", "text", "--mem", "1000TiB"],
+        &["--mem", "more than this host has"],
+    );
+    assert_input_error(&["profile", "image", "--gpus", "0"], &["--gpus"]);
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let spec = d.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = 'x'\ncommand = ['true']\nbatch_size = 4\n[dataset]\npath = '{}'\n",
+            file.display()
+        ),
+    )
+    .unwrap();
+    let spec = spec.display().to_string();
+    assert_input_error(
+        &["measure", &spec, "--cpus", "1"],
+        &[&spec, "dataset.path", "is a file"],
+    );
+}

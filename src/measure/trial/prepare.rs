@@ -40,6 +40,13 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     // The spec's footprint is a floor the workload cannot run below; without one, any budget is tried.
     let footprint = req.spec.footprint.unwrap_or(Bytes(0));
     if let Some(mem) = req.mem_limit {
+        let host = crate::isolate::host_memory_bytes();
+        if host > 0 && mem.0 > host {
+            return Err(InputError::setting(
+                "mem_limit",
+                format!("{mem} is more than this host has ({})", Bytes(host)),
+            ));
+        }
         if mem < footprint {
             return Err(InputError::setting(
                 "mem_limit",
@@ -121,6 +128,17 @@ pub(crate) fn prepare_dataset(
             e => e.into(),
         })?;
         generated = true;
+    }
+    if !dir.is_dir() {
+        return Err(InputError::field(
+            &spec.origin,
+            "dataset.path",
+            format!(
+                "`{}` is a file; a dataset is a directory of files",
+                dir.display()
+            ),
+        )
+        .into());
     }
     let files = dataset::scan(&dir)
         .map_err(|e| WorkloadError::io(format!("listing dataset {}", dir.display()), e))?;

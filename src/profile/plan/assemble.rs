@@ -64,19 +64,6 @@ pub(super) fn host_info(
     }
 }
 
-/// The host's memory, bytes, from `/proc/meminfo` (0 when it cannot be read).
-pub(crate) fn host_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// Now as RFC 3339 UTC, from the system clock (no time-zone database needed).
 pub(super) fn now_rfc3339() -> String {
     let secs = std::time::SystemTime::now()

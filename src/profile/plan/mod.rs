@@ -32,7 +32,7 @@ mod journal;
 mod runner;
 mod validate;
 
-pub(crate) use assemble::host_memory_bytes;
+pub(crate) use crate::isolate::host_memory_bytes;
 pub use validate::held_out;
 
 use accelerator::accelerator;
