@@ -776,8 +776,9 @@ fn fresh_state(
     })
 }
 
+/// Whether another process (never this one) holds `pid`.
 fn pid_alive(pid: u32) -> bool {
-    pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists()
+    pid != std::process::id() && crate::fsutil::process_alive(pid as i32)
 }
 
 fn resume_state(

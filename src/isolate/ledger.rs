@@ -314,7 +314,7 @@ fn holders(dir: &Path, cores: &[usize]) -> Vec<Holder> {
             cores,
             pid,
             command,
-            running: pid.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists()),
+            running: pid.is_some_and(crate::fsutil::process_alive),
         })
         .collect()
 }
