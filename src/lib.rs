@@ -14,6 +14,7 @@ pub mod error;
 pub mod exec;
 pub mod fsutil;
 pub mod isolate;
+pub mod leftovers;
 pub mod measure;
 pub mod plot;
 pub mod profile;

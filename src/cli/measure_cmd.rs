@@ -16,6 +16,7 @@ use std::time::Duration;
 pub(super) fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
     let json = args.json;
     let req = trial_request(args)?;
+    super::reap_leftovers();
     let cancel = Cancel::on_signals()?;
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());

@@ -102,6 +102,18 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// Removes what dead synergy processes left ([`crate::leftovers`]) and says what on standard error. Every
+/// command that makes cgroups or temporary directories calls it once its input is known to be good,
+/// before it makes any.
+fn reap_leftovers() {
+    for l in crate::leftovers::reap() {
+        match &l.error {
+            None => eprintln!("synergy: removed {l}"),
+            Some(e) => eprintln!("synergy: warning: could not remove {l}: {e}"),
+        }
+    }
+}
+
 /// Whether an error in a chain is the user's to fix by changing their input (exit code 2).
 fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if e.is::<InputError>() {

@@ -17,6 +17,7 @@ use std::time::Duration;
 pub(super) fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
     let (json, plot) = (args.json, args.plot);
     let req = profile_request(args)?;
+    super::reap_leftovers();
     let out = req.out.clone();
     let cancel = Cancel::on_signals()?;
     let bar = indicatif::ProgressBar::new(0);

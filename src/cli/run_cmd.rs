@@ -45,6 +45,7 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         resume: args.resume,
         fresh: args.fresh,
     };
+    super::reap_leftovers();
     let cancel = Cancel::on_signals()?;
     let mut backend: Box<dyn crate::exec::Backend> = match args.backend {
         RunBackend::Local => Box::new(local::LocalBackend::new(&local_opts)?),

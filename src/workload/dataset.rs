@@ -118,8 +118,13 @@ const VOCAB: u32 = 50_257;
 
 /// Generates a deterministic dataset of `kind` with about `size` bytes of data files in `dir`, plus its
 /// manifest. Writes into a temporary sibling directory and renames it into place, so an interrupted run
-/// leaves nothing half-made. `dir` must not exist yet. When `cancel` is raised, generation stops at the
-/// next file and the temporary directory is removed.
+/// leaves nothing half-made. When `cancel` is raised, generation stops at the next file and the temporary
+/// directory is removed.
+///
+/// Generation holds a lock on `dir`'s parent directory, so two processes asked for one dataset at once
+/// make it once: the second waits, then finds the first's. A `dir` that already holds a dataset of the
+/// same kind and seed is reused (its manifest returned); any other existing `dir` is refused. What a
+/// killed generator left (`.NAME.tmp-PID`) is removed under the lock, where no live generator has one.
 pub fn generate(
     kind: DatasetKind,
     dir: &Path,
@@ -131,13 +136,6 @@ pub fn generate(
         Some(sig) => Err(WorkloadError::Interrupted(sig)),
         None => Ok(()),
     };
-    if dir.exists() {
-        return Err(InputError::new(
-            dir.display().to_string(),
-            "already exists; remove it or choose another directory",
-        )
-        .into());
-    }
     if size.0 == 0 {
         return Err(InputError::setting("size", "must be more than 0 bytes").into());
     }
@@ -150,13 +148,20 @@ pub fn generate(
     };
     std::fs::create_dir_all(&parent)
         .map_err(|e| WorkloadError::io(format!("creating {}", parent.display()), e))?;
-    let tmp = parent.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    // A stale temporary directory of an earlier, killed run with the same pid would only hold junk.
-    let _ = std::fs::remove_dir_all(&tmp);
+    let _lock = lock_dir(&parent, cancel)?;
+    if dir.exists() {
+        return match read_manifest(dir) {
+            Some(m) if m.kind == kind && m.seed == seed => Ok(m),
+            _ => Err(InputError::new(
+                dir.display().to_string(),
+                "already exists and is not this dataset; remove it or choose another directory",
+            )
+            .into()),
+        };
+    }
+    let tmp_prefix = format!(".{}.tmp-", name.to_string_lossy());
+    remove_partial(&parent, &tmp_prefix);
+    let tmp = parent.join(format!("{tmp_prefix}{}", std::process::id()));
     std::fs::create_dir(&tmp)
         .map_err(|e| WorkloadError::io(format!("creating {}", tmp.display()), e))?;
     let guard = TempDirGuard(Some(tmp.clone()));
@@ -205,6 +210,40 @@ pub fn generate(
     })?;
     guard.disarm();
     Ok(manifest)
+}
+
+/// Locks `dir` (an exclusive `flock` on the directory itself, so nothing is left behind), waiting while
+/// another process holds it; the kernel drops the lock when its holder exits, even under `kill -9`.
+fn lock_dir(
+    dir: &Path,
+    cancel: &Cancel,
+) -> Result<nix::fcntl::Flock<std::fs::File>, WorkloadError> {
+    use nix::fcntl::{Flock, FlockArg};
+    let ctx = || format!("locking {} to generate a dataset in it", dir.display());
+    let mut file = std::fs::File::open(dir).map_err(|e| WorkloadError::io(ctx(), e))?;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((f, nix::errno::Errno::EWOULDBLOCK)) => file = f,
+            Err((_, e)) => return Err(WorkloadError::io(ctx(), e.into())),
+        }
+        if let Some(sig) = cancel.signal() {
+            return Err(WorkloadError::Interrupted(sig));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Removes the temporary directories `<parent>/<prefix>*` of earlier generators. Called under the lock,
+/// when none of them can be a live generator's.
+fn remove_partial(parent: &Path, prefix: &str) {
+    for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        if e.file_name().to_string_lossy().starts_with(prefix)
+            && e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Removes a half-made dataset when generation fails.
@@ -708,5 +747,37 @@ mod tests {
         assert!(err.to_string().contains("taken"), "{err}");
         let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
         assert_eq!(left.len(), 1);
+    }
+
+    #[test]
+    fn two_generators_of_one_dataset_make_it_once_and_both_get_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("img");
+        // What a killed generator left, which the lock holder removes.
+        std::fs::create_dir_all(tmp.path().join(".img.tmp-999999999/n0000")).unwrap();
+        let gen = || {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                generate(DatasetKind::Image, &dir, Bytes(800_000), 3, &Cancel::new())
+            })
+        };
+        let (a, b) = (gen(), gen());
+        let (a, b) = (a.join().unwrap().unwrap(), b.join().unwrap().unwrap());
+        // The second read the first's manifest back (its mean may differ in the last digit).
+        assert_eq!((a.files, a.total_bytes), (b.files, b.total_bytes));
+        let on_disk = read_manifest(&dir).unwrap();
+        assert_eq!(
+            (on_disk.files, on_disk.total_bytes),
+            (a.files, a.total_bytes)
+        );
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["img"], "a temporary directory was left");
+        // Another seed in the same place is not this dataset.
+        let err =
+            generate(DatasetKind::Image, &dir, Bytes(800_000), 4, &Cancel::new()).unwrap_err();
+        assert!(err.to_string().contains("is not this dataset"), "{err}");
     }
 }

@@ -129,6 +129,10 @@ impl ProbeReport {
     }
 }
 
+/// The name of a probe's temporary directory, before its maker's pid: a later command removes the
+/// directory of a killed maker by it (`crate::leftovers`).
+pub const PROBE_DIR_PREFIX: &str = "synergy-probe-";
+
 /// A probe written out for one launch; its directory goes when this is dropped.
 #[derive(Debug)]
 pub struct ProbeDir {
@@ -139,7 +143,7 @@ impl ProbeDir {
     /// Writes the probe's files to a new temporary directory.
     pub fn write(kind: ProbeKind) -> Result<Self, WorkloadError> {
         let dir = tempfile::Builder::new()
-            .prefix("synergy-probe-")
+            .prefix(&format!("{PROBE_DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|e| WorkloadError::io("creating the probe's temporary directory", e))?;
         let (name, text) = match kind {

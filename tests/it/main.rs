@@ -11,6 +11,7 @@ mod common;
 mod cli_errors;
 mod hardening;
 mod launch;
+mod leftovers;
 mod measure;
 mod plot;
 mod profile;

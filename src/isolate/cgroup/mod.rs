@@ -29,7 +29,7 @@ mod v2;
 pub use backend::CgroupBackend;
 pub use device::block_device_of;
 pub use domain::CgroupDomain;
-pub use stale::cleanup_stale;
+pub use stale::{child_cgroup_names, cleanup_stale};
 
 use super::{IsolateError, IsolationKind};
 use std::fs;

@@ -24,6 +24,56 @@ pub fn cleanup_stale(prefix: &str) -> usize {
     if prefix.is_empty() {
         return 0;
     }
+    let own_leaf = format!("synergy-supervisor-{}", std::process::id());
+    let mut removed = BTreeSet::new();
+    for (name, path) in child_cgroups() {
+        if !name.starts_with(prefix) || name == own_leaf {
+            continue;
+        }
+        let busy = fs::read_to_string(path.join("cgroup.procs"))
+            .map(|t| !t.trim().is_empty())
+            .unwrap_or(true);
+        if busy {
+            continue;
+        }
+        // An empty cgroup may also be a live run's domain whose child has not started yet; telling
+        // the two apart is the caller's job (see the prefix advice in the doc comment).
+        if remove_cgroup_dir(&path).is_ok() {
+            removed.insert(name);
+        }
+    }
+    removed.len()
+}
+
+/// The names of the cgroups directly under this process's cgroups (in any hierarchy) that start with
+/// `prefix`, each once: those a synergy run, live or dead, may have made.
+pub fn child_cgroup_names(prefix: &str) -> BTreeSet<String> {
+    child_cgroups()
+        .into_iter()
+        .map(|(name, _)| name)
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// Every cgroup directory directly under this process's cgroups (every v1 hierarchy, or the v2 one),
+/// with its name.
+fn child_cgroups() -> Vec<(String, PathBuf)> {
+    let mut found = Vec::new();
+    for parent in parent_dirs() {
+        let Ok(entries) = fs::read_dir(&parent) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                found.push((e.file_name().to_string_lossy().into_owned(), e.path()));
+            }
+        }
+    }
+    found
+}
+
+/// The directories our domains are made in.
+fn parent_dirs() -> Vec<PathBuf> {
     let mut parents: Vec<PathBuf> = Vec::new();
     if hierarchies::is_cgroup2_unified_mode() {
         if let Ok(rel) = own_v2_path() {
@@ -50,35 +100,7 @@ pub fn cleanup_stale(prefix: &str) -> usize {
             }
         }
     }
-    let own_leaf = format!("synergy-supervisor-{}", std::process::id());
-    let mut removed = BTreeSet::new();
-    for parent in parents {
-        let Ok(entries) = fs::read_dir(&parent) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(prefix)
-                || name == own_leaf
-                || !e.file_type().is_ok_and(|t| t.is_dir())
-            {
-                continue;
-            }
-            let path = e.path();
-            let busy = fs::read_to_string(path.join("cgroup.procs"))
-                .map(|t| !t.trim().is_empty())
-                .unwrap_or(true);
-            if busy {
-                continue;
-            }
-            // An empty cgroup may also be a live run's domain whose child has not started yet; telling
-            // the two apart is the caller's job (see the prefix advice in the doc comment).
-            if remove_cgroup_dir(&path).is_ok() {
-                removed.insert(name);
-            }
-        }
-    }
-    removed.len()
+    parents
 }
 
 #[cfg(test)]
