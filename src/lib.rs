@@ -13,6 +13,7 @@ pub mod cli;
 pub mod error;
 pub mod exec;
 pub mod fsutil;
+pub mod import;
 pub mod isolate;
 pub mod leftovers;
 pub mod measure;

@@ -63,6 +63,69 @@ pub(super) enum Command {
     /// Run a built-in reference workload (normally launched by `measure`, not by hand).
     #[command(subcommand)]
     Workload(WorkloadCmd),
+    /// Bring a cluster's own history: import published GPU-cluster traces and Slurm accounting.
+    #[command(subcommand)]
+    Trace(TraceCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum TraceCmd {
+    /// Turn a cluster trace (Philly, Helios, PAI, Acme, sacct, Gavel, Tiresias) into the simulator's
+    /// trace CSV, saying on stderr what was kept, dropped and assumed.
+    #[command(after_help = TRACE_IMPORT_EXAMPLES)]
+    Import(TraceImportArgs),
+}
+
+const TRACE_IMPORT_EXAMPLES: &str = "Examples:
+  synergy trace import --format helios cluster_log.csv --out trace.csv
+  synergy trace import --format philly cluster_job_log --from 2017-10-01 --to 2017-10-08 --load-scale 2 --out week.csv
+  synergy trace import --format pai pai_job_table.csv pai_task_table.csv --map map.toml --out pai.csv --json
+  sacct -a -X --parsable2 -o JobID,Submit,Start,End,Elapsed,AllocTRES,State,Partition,JobName,Comment > jobs.sacct
+  synergy trace import --format sacct jobs.sacct --states all --out mine.csv";
+
+#[derive(Debug, clap::Args)]
+pub(super) struct TraceImportArgs {
+    /// The trace's format.
+    #[arg(long, value_enum)]
+    pub(super) format: crate::import::Format,
+    /// The trace's files (PAI: the job table and the task table).
+    #[arg(required = true, value_name = "FILE")]
+    pub(super) files: Vec<PathBuf>,
+    /// Where to write the trace CSV (default: standard output).
+    #[arg(long)]
+    pub(super) out: Option<PathBuf>,
+    /// Directory of profile files: the models jobs are given, and their time per iteration.
+    #[arg(long, default_value = "profiles")]
+    pub(super) profiles: PathBuf,
+    #[command(flatten)]
+    pub(super) cluster: ClusterFlags,
+    /// States kept, comma-separated (completed, failed, cancelled, timeout, running, other), or `all`.
+    #[arg(long, default_value = "completed")]
+    pub(super) states: String,
+    /// Keep jobs submitted at or after this time (`2017-10-01`, `2017-10-01 08:00:00`, Unix seconds).
+    #[arg(long)]
+    pub(super) from: Option<String>,
+    /// Keep jobs submitted before this time.
+    #[arg(long)]
+    pub(super) to: Option<String>,
+    /// Compress arrivals by this factor (more than 0; 2 doubles the load).
+    #[arg(long, default_value_t = 1.0)]
+    pub(super) load_scale: f64,
+    /// Jobs wider than the widest server: cap them at it, keep them (spread over servers), or drop them.
+    #[arg(long, value_enum, default_value = "cap")]
+    pub(super) wide: crate::import::WideJobs,
+    /// Shares of image, language and speech jobs for jobs that name no model.
+    #[arg(long, default_value = "20,70,10")]
+    pub(super) split: String,
+    /// A mapping file (TOML `[[rule]]` with field = name|queue|user, pattern, profile), tried before the split.
+    #[arg(long, conflicts_with = "model")]
+    pub(super) map: Option<PathBuf>,
+    /// Give every job that names no model this profile.
+    #[arg(long)]
+    pub(super) model: Option<String>,
+    /// Print the import's summary as JSON on standard output (needs --out).
+    #[arg(long, requires = "out")]
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -297,12 +360,10 @@ pub(super) enum RunBackend {
     Slurm,
 }
 
+/// The cluster a simulation (or an import) is for: a file, or uniform servers.
 #[derive(Debug, clap::Args)]
-pub(super) struct SimulateArgs {
-    /// Directory of profile files (searched recursively); jobs name models by `workload.name`.
-    #[arg(long, default_value = "profiles")]
-    pub(super) profiles: PathBuf,
-    /// Cluster file (TOML: `[[servers]]` with count, gpus, cpus, memory_gb); overrides the --server-* flags.
+pub(super) struct ClusterFlags {
+    /// Cluster file (TOML: `[[servers]]` with count, gpus, cpus, memory_gb); overrides the --server* flags.
     #[arg(long)]
     pub(super) cluster: Option<PathBuf>,
     /// Servers.
@@ -317,9 +378,23 @@ pub(super) struct SimulateArgs {
     /// Memory per server, decimal GB (converted to GiB).
     #[arg(long, default_value_t = 500.0)]
     pub(super) server_mem_gb: f64,
-    /// Trace CSV (`id,model,arrival_s,iters,gpus`); without it a workload is generated.
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct SimulateArgs {
+    /// Directory of profile files (searched recursively); jobs name models by `workload.name`.
+    #[arg(long, default_value = "profiles")]
+    pub(super) profiles: PathBuf,
+    #[command(flatten)]
+    pub(super) cluster: ClusterFlags,
+    /// Trace CSV (`id,model,arrival_s,iters,gpus`), or a cluster's own trace with --trace-format;
+    /// without it a workload is generated.
     #[arg(long, conflicts_with = "jobs_list")]
     pub(super) trace: Option<PathBuf>,
+    /// Read --trace as this published format (imported as `synergy trace import` does, with its defaults
+    /// and this --split) instead of the simulator's CSV.
+    #[arg(long, value_enum, requires = "trace")]
+    pub(super) trace_format: Option<crate::import::Format>,
     /// A job list as `synergy run` takes it (its own profiles; predicts every job's JCT).
     #[arg(long = "jobs-list", value_name = "JOBS.toml")]
     pub(super) jobs_list: Option<PathBuf>,

@@ -35,6 +35,13 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("split", "--split"),
     ("profiles", "--profiles"),
     ("record_rounds", "--out or --plot"),
+    // Importing a trace (`import::ImportOptions`).
+    ("load_scale", "--load-scale"),
+    ("states", "--states"),
+    ("time_window", "--from/--to"),
+    ("trace_files", "the FILE arguments"),
+    ("models", "--map or --model"),
+    ("cluster", "--cluster or --server-gpus"),
     // Charts (`plot::Request`).
     ("kind", "--kind"),
     ("width", "--width"),

@@ -41,6 +41,7 @@ mod profile_cmd;
 mod render;
 mod run_cmd;
 mod simulate_cmd;
+mod trace_cmd;
 mod values;
 
 use args::{Cli, Command};
@@ -99,6 +100,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::ImportZoo { zoo, out_dir } => profile_cmd::import_zoo_cmd(&zoo, &out_dir),
         Command::Dataset(cmd) => dataset_cmd::dataset_cmd(cmd),
         Command::Workload(cmd) => dataset_cmd::workload_cmd(cmd),
+        Command::Trace(cmd) => trace_cmd::trace_cmd(cmd),
     }
 }
 

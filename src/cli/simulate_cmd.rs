@@ -3,7 +3,7 @@
 //! typed into checked values; the named steps below build the [`SimConfig`] and trace, run the sweep and
 //! write what was asked for; [`render`] words the summaries.
 
-use super::args::SimulateArgs;
+use super::args::{ClusterFlags, SimulateArgs};
 use super::render::{self, SimRun};
 use super::values::{check_positive, parse_list};
 use crate::error::InputError;
@@ -123,12 +123,12 @@ fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
         seeds,
         job_list_seed,
         split: [image, language, speech],
-        cluster: cluster_of(args)?,
+        cluster: cluster_of(&args.cluster)?,
     })
 }
 
 /// The cluster file's servers, or the uniform cluster of the `--server*` flags.
-fn cluster_of(args: &SimulateArgs) -> Result<ClusterConfig, InputError> {
+pub(super) fn cluster_of(args: &ClusterFlags) -> Result<ClusterConfig, InputError> {
     if let Some(p) = &args.cluster {
         return ClusterConfig::read(p);
     }
@@ -176,6 +176,22 @@ fn trace_source(
     s: &SweepSettings,
     catalog: &Catalog,
 ) -> anyhow::Result<TraceSource> {
+    if let (Some(path), Some(format)) = (&args.trace, args.trace_format) {
+        let rule = super::trace_cmd::model_rule(&args.split, None, None)?;
+        let opts = super::trace_cmd::import_options(
+            &args.cluster,
+            "completed",
+            None,
+            None,
+            1.0,
+            crate::import::WideJobs::Cap,
+            rule,
+        )?;
+        let (jobs, summary) =
+            crate::import::import(format, std::slice::from_ref(path), &opts, catalog)?;
+        eprint!("{}", super::render::render_import(&summary, None));
+        return Ok(TraceSource::Jobs(crate::import::trace_jobs(&jobs, catalog)));
+    }
     if let Some(path) = &args.trace {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)

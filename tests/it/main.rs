@@ -22,3 +22,4 @@ mod run_slurm;
 mod signals;
 mod simulate;
 mod slurm_client;
+mod trace_import;

@@ -1,0 +1,134 @@
+//! `synergy trace import`: a cluster's own history as the simulator's trace. What was typed becomes
+//! [`ImportOptions`] here (shared with `simulate --trace-format`); the library reads and converts;
+//! [`render`] words the summary, which goes to stderr (or, with `--json`, to stdout).
+
+use super::args::{ClusterFlags, TraceCmd, TraceImportArgs};
+use super::render;
+use super::simulate_cmd::cluster_of;
+use super::values::parse_list;
+use crate::error::InputError;
+use crate::import::assign::{read_map, ModelRule};
+use crate::import::{self, time::parse_time, ImportOptions, JobState, WideJobs};
+use crate::sched::catalog::Catalog;
+use std::path::Path;
+
+/// Runs a `trace` subcommand.
+pub(super) fn trace_cmd(cmd: TraceCmd) -> anyhow::Result<i32> {
+    match cmd {
+        TraceCmd::Import(args) => import_cmd(args),
+    }
+}
+
+fn import_cmd(args: TraceImportArgs) -> anyhow::Result<i32> {
+    let rule = model_rule(&args.split, args.map.as_deref(), args.model.as_deref())?;
+    let opts = import_options(
+        &args.cluster,
+        &args.states,
+        args.from.as_deref(),
+        args.to.as_deref(),
+        args.load_scale,
+        args.wide,
+        rule,
+    )?;
+    let catalog = Catalog::load_dir(&args.profiles)?;
+    let (jobs, summary) = import::import(args.format, &args.files, &opts, &catalog)?;
+    let csv = import::to_csv(&jobs).map_err(|e| anyhow::anyhow!("writing the trace: {e}"))?;
+    match &args.out {
+        Some(out) => crate::fsutil::write_atomic(out, &csv)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?,
+        None => {
+            use std::io::Write as _;
+            std::io::stdout()
+                .lock()
+                .write_all(&csv)
+                .map_err(|e| anyhow::anyhow!("writing the output: {e}"))?;
+        }
+    }
+    if args.json {
+        out!("{}", render::json(&summary)?)?;
+    } else {
+        eprint!("{}", render::render_import(&summary, args.out.as_deref()));
+    }
+    Ok(0)
+}
+
+/// The model rule of `--split`, `--map` and `--model`.
+pub(super) fn model_rule(
+    split: &str,
+    map: Option<&Path>,
+    model: Option<&str>,
+) -> Result<ModelRule, InputError> {
+    let shares: Vec<f64> = parse_list("--split", split, "a number")?;
+    let [a, b, c] = shares[..] else {
+        return Err(InputError::new(
+            "--split",
+            "needs three shares: image,language,speech",
+        ));
+    };
+    Ok(match (map, model) {
+        (_, Some(m)) => ModelRule::Single(m.to_string()),
+        (Some(p), None) => ModelRule::Map(read_map(p)?, [a, b, c]),
+        (None, None) => ModelRule::Split([a, b, c]),
+    })
+}
+
+/// What the import flags mean.
+pub(super) fn import_options(
+    cluster: &ClusterFlags,
+    states: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+    load_scale: f64,
+    wide: WideJobs,
+    models: ModelRule,
+) -> Result<ImportOptions, InputError> {
+    let cluster = cluster_of(cluster)?;
+    let states = if states.trim() == "all" {
+        vec![
+            JobState::Completed,
+            JobState::Failed,
+            JobState::Cancelled,
+            JobState::Timeout,
+            JobState::Running,
+            JobState::Other,
+        ]
+    } else {
+        states
+            .split(',')
+            .map(|w| {
+                <JobState as clap::ValueEnum>::from_str(w.trim(), true).map_err(|_| {
+                    InputError::new(
+                        "--states",
+                        format!("`{w}` is not a state (completed, failed, cancelled, timeout, running, other, or all)"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let instant = |flag: &str, v: Option<&str>| -> Result<Option<f64>, InputError> {
+        let Some(v) = v else { return Ok(None) };
+        // A date alone is its midnight.
+        let full = if v.trim().len() == 10 {
+            format!("{} 00:00:00", v.trim())
+        } else {
+            v.to_string()
+        };
+        match parse_time(&full) {
+            Some(Some(t)) => Ok(Some(t)),
+            _ => Err(InputError::new(
+                flag,
+                format!("`{v}` is not a time (2017-10-01, 2017-10-01 08:00:00, or Unix seconds)"),
+            )),
+        }
+    };
+    Ok(ImportOptions {
+        states,
+        from_s: instant("--from", from)?,
+        to_s: instant("--to", to)?,
+        load_scale,
+        wide,
+        widest_server_gpus: cluster.servers.iter().map(|s| s.gpus).max().unwrap_or(0),
+        cluster_gpus: cluster.total_gpus(),
+        models,
+    })
+}

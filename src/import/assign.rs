@@ -1,0 +1,307 @@
+//! Models for imported jobs (docs/traces.md): real traces name no model, so each job gets one by a stated
+//! rule. A model the trace itself names (Gavel's job types, Tiresias's model names, a sacct comment
+//! `synergy:NAME`) is used when the catalog has it; otherwise a mapping file's first matching pattern, a
+//! single profile, or the class split and rotation the generated traces use (docs/architecture.md §5.2).
+
+use super::RawJob;
+use crate::error::InputError;
+use crate::sched::catalog::Catalog;
+use crate::sim::trace::CLASS_MODELS;
+use regex::Regex;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// How jobs that name no model (or one the catalog lacks) get one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelRule {
+    /// The class split (image, language, speech shares) and each class's model rotation.
+    Split([f64; 3]),
+    /// Rules from a mapping file, tried in order; jobs no rule matches follow the split.
+    Map(Vec<MapRule>, [f64; 3]),
+    /// Every job gets this profile.
+    Single(String),
+}
+
+/// One rule of a mapping file: jobs whose `field` matches `pattern` get `profile`.
+#[derive(Debug, Clone)]
+pub struct MapRule {
+    /// Which of the job's words is matched.
+    pub field: MapField,
+    /// A regular expression.
+    pub pattern: Regex,
+    /// A profile's `workload.name`.
+    pub profile: String,
+}
+
+impl PartialEq for MapRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.field == other.field
+            && self.pattern.as_str() == other.pattern.as_str()
+            && self.profile == other.profile
+    }
+}
+
+/// The words of a job a rule can match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MapField {
+    /// Job name (Gavel's job type, Acme's type).
+    Name,
+    /// Queue, virtual cluster or partition.
+    Queue,
+    /// User.
+    User,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapFile {
+    rule: Vec<RuleEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleEntry {
+    field: MapField,
+    pattern: String,
+    profile: String,
+}
+
+/// Reads a mapping file (TOML, `[[rule]]` with `field`, `pattern`, `profile`); errors name the file and
+/// the rule.
+pub fn read_map(path: &Path) -> Result<Vec<MapRule>, InputError> {
+    let origin = path.display().to_string();
+    let text = match crate::fsutil::read_user_text(path, "a mapping file") {
+        Ok(t) => t,
+        Err(crate::fsutil::ReadError::Input(e)) => return Err(e),
+        Err(crate::fsutil::ReadError::Io(e)) => {
+            return Err(InputError::new(&origin, e.to_string()))
+        }
+    };
+    let file: MapFile = toml::from_str(&text).map_err(|e| {
+        InputError::new(
+            &origin,
+            format!("is not a mapping file: {}", e.message().trim()),
+        )
+    })?;
+    file.rule
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let pattern = Regex::new(&r.pattern).map_err(|e| {
+                InputError::field(&origin, format!("rule[{i}].pattern"), format!("{e}"))
+            })?;
+            Ok(MapRule {
+                field: r.field,
+                pattern,
+                profile: r.profile,
+            })
+        })
+        .collect()
+}
+
+/// Names traces give models, lower-cased with `-`, `_` and spaces removed, and the zoo's names for them.
+const ALIASES: [(&str, &str); 12] = [
+    ("resnet18", "res18"),
+    ("resnet50", "res50"),
+    ("res18", "res18"),
+    ("res50", "res50"),
+    ("lm", "lstm"),
+    ("languagemodel", "lstm"),
+    ("transformer", "transformer"),
+    ("alexnet", "alexnet"),
+    ("mobilenet", "mobilenet"),
+    ("shufflenet", "shufflenet"),
+    ("deepspeech", "deepspeech"),
+    ("deepspeech2", "deepspeech"),
+];
+
+/// The catalog model a trace's model name means, if any: the name itself, or its alias. Gavel writes
+/// `ResNet-18 (batch size 64)`: what follows ` (` is dropped.
+fn named_model(name: &str, index: &HashMap<String, usize>) -> Option<usize> {
+    let base = name.split(" (").next().unwrap_or(name).trim();
+    if let Some(&i) = index.get(base) {
+        return Some(i);
+    }
+    let key: String = base
+        .chars()
+        .filter(|c| !matches!(c, '-' | '_' | ' '))
+        .flat_map(char::to_lowercase)
+        .collect();
+    ALIASES
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| index.get(*v))
+        .or_else(|| index.get(&key))
+        .copied()
+}
+
+/// Gives jobs models by a [`ModelRule`].
+#[derive(Debug)]
+pub struct Assigner {
+    rules: Vec<(MapRule, usize)>,
+    single: Option<usize>,
+    rotation: ClassRotation,
+    /// Catalog index by model name.
+    index: HashMap<String, usize>,
+    /// What each name a trace used meant, looked up once.
+    named: HashMap<String, Option<usize>>,
+}
+
+impl Assigner {
+    /// Checks the rule against the catalog: every profile it names must be there.
+    pub fn new(rule: &ModelRule, catalog: &Catalog) -> Result<Assigner, InputError> {
+        let find = |name: &str, what: &str| {
+            catalog.index(name).ok_or_else(|| {
+                InputError::setting(
+                    "models",
+                    format!(
+                        "{what} names profile `{name}`, which the profile directory lacks; known: {}",
+                        catalog
+                            .models
+                            .iter()
+                            .map(|m| m.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+        };
+        let (rules, single, split) = match rule {
+            ModelRule::Split(s) => (Vec::new(), None, *s),
+            ModelRule::Single(name) => (Vec::new(), Some(find(name, "the rule")?), [1.0, 0.0, 0.0]),
+            ModelRule::Map(rules, s) => {
+                let mut out = Vec::new();
+                for (i, r) in rules.iter().enumerate() {
+                    out.push((r.clone(), find(&r.profile, &format!("mapping rule {i}"))?));
+                }
+                (out, None, *s)
+            }
+        };
+        let rotation = if single.is_some() {
+            ClassRotation::empty()
+        } else {
+            ClassRotation::new(split, catalog)?
+        };
+        Ok(Assigner {
+            rules,
+            single,
+            rotation,
+            index: catalog
+                .models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (m.name.clone(), i))
+                .collect(),
+            named: HashMap::new(),
+        })
+    }
+
+    /// The catalog index of `job`'s model.
+    pub fn model_for(&mut self, job: &RawJob) -> usize {
+        if let Some(name) = &job.model {
+            let index = &self.index;
+            let hit = *self
+                .named
+                .entry(name.clone())
+                .or_insert_with(|| named_model(name, index));
+            if let Some(i) = hit {
+                return i;
+            }
+        }
+        if let Some(i) = self.single {
+            return i;
+        }
+        for (r, i) in &self.rules {
+            let word = match r.field {
+                MapField::Name => job.name.as_deref().or(job.model.as_deref()),
+                MapField::Queue => job.queue.as_deref(),
+                MapField::User => job.user.as_deref(),
+            };
+            if word.is_some_and(|w| r.pattern.is_match(w)) {
+                return *i;
+            }
+        }
+        self.rotation.next_model()
+    }
+}
+
+/// The generated traces' model choice: the class furthest below its share so far (ties to the earlier
+/// class), then that class's models in turn (docs/architecture.md §5.2).
+#[derive(Debug)]
+pub struct ClassRotation {
+    split: [f64; 3],
+    classes: [Vec<usize>; 3],
+    counts: [u64; 3],
+    next: [usize; 3],
+}
+
+impl ClassRotation {
+    fn empty() -> ClassRotation {
+        ClassRotation {
+            split: [0.0; 3],
+            classes: Default::default(),
+            counts: [0; 3],
+            next: [0; 3],
+        }
+    }
+
+    /// The rotation over the class models of `catalog` with target shares `split`; every model of a class
+    /// with a positive share must be in the catalog.
+    pub fn new(split: [f64; 3], catalog: &Catalog) -> Result<ClassRotation, InputError> {
+        let total: f64 = split.iter().sum();
+        if split.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || total.is_nan() || total <= 0.0 {
+            return Err(InputError::setting(
+                "split",
+                "needs three non-negative shares (image,language,speech) with a positive sum",
+            ));
+        }
+        let mut classes: [Vec<usize>; 3] = Default::default();
+        for (k, (class, names)) in CLASS_MODELS.iter().enumerate() {
+            if split[k] <= 0.0 {
+                continue;
+            }
+            for n in names.iter() {
+                classes[k].push(catalog.index(n).ok_or_else(|| {
+                    InputError::setting(
+                        "profiles",
+                        format!(
+                            "the class split needs the {class} model `{n}`, which no profile names \
+                             (the published zoo is in profiles/zoo)"
+                        ),
+                    )
+                })?);
+            }
+        }
+        Ok(ClassRotation {
+            split: split.map(|s| s / total),
+            classes,
+            counts: [0; 3],
+            next: [0; 3],
+        })
+    }
+
+    /// The next job's model.
+    pub fn next_model(&mut self) -> usize {
+        let so_far: u64 = self.counts.iter().sum();
+        let mut class = 0;
+        let mut best = f64::NEG_INFINITY;
+        for k in (0..3).filter(|&k| !self.classes[k].is_empty()) {
+            let deficit = if so_far == 0 {
+                0.0
+            } else {
+                self.split[k] - self.counts[k] as f64 / so_far as f64
+            };
+            if deficit > best {
+                best = deficit;
+                class = k;
+            }
+        }
+        self.counts[class] += 1;
+        let models = &self.classes[class];
+        let m = models[self.next[class] % models.len()];
+        self.next[class] += 1;
+        m
+    }
+}
