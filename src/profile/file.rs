@@ -564,9 +564,10 @@ impl Profile {
         let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let message = e.into_inner().to_string();
-            // At the top level the path is `.`: serde's message names the field itself
-            // (``missing field `server` ``), so the error names no field of its own.
-            if path == "." {
+            // At the top level the path is `.` (or, for an unknown key that is empty, nothing): serde's
+            // message names the field itself (``missing field `server` ``), so the error names no field
+            // of its own.
+            if path == "." || path.is_empty() {
                 InputError::new(origin, message)
             } else {
                 InputError::field(origin, path, message)
