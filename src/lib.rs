@@ -13,6 +13,8 @@ pub mod cli;
 pub mod error;
 pub mod exec;
 pub mod fsutil;
+#[cfg(test)]
+mod fuzz;
 pub mod import;
 pub mod isolate;
 pub mod leftovers;

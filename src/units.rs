@@ -93,11 +93,15 @@ impl std::str::FromStr for BytesPerSec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim();
-        let t = t
+        let bytes = t
             .strip_suffix("/s")
             .or_else(|| t.strip_suffix("ps"))
             .unwrap_or(t);
-        parse_bytes(t).map(|b| BytesPerSec(b as f64))
+        // The error quotes the whole value, as typed, with a rate's examples: the size alone (`` for
+        // `/s`) would not say which value was wrong.
+        parse_bytes(bytes)
+            .map(|b| BytesPerSec(b as f64))
+            .map_err(|e| format!("`{s}` is not a rate (examples: 20MB/s, 1.5GiB/s, 40MBps): {e}"))
     }
 }
 
@@ -119,25 +123,31 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let value: f64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a size (examples: 4096, 256MiB, 1.5GB)"))?;
-    let mult: f64 = match unit.trim() {
-        "" | "B" | "b" => 1.0,
-        "k" | "K" | "KiB" | "kiB" => 1024.0,
-        "M" | "MiB" => 1024.0f64.powi(2),
-        "G" | "GiB" => GIB,
-        "T" | "TiB" => 1024.0f64.powi(4),
-        "kB" | "KB" => 1e3,
-        "MB" => 1e6,
-        "GB" => GB,
-        "TB" => 1e12,
+    let mult: u64 = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "k" | "K" | "KiB" | "kiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => GIB_BYTES,
+        "T" | "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
         other => {
             return Err(format!(
                 "`{s}`: unknown size unit `{other}` (use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB)"
             ))
         }
     };
-    let bytes = value * mult;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("`{s}` is out of range"));
+    let out_of_range = || format!("`{s}` is out of range (at most 16 EiB)");
+    // A whole number is read exactly (a float holds integers only up to 2^53); a fraction as a float.
+    if let Ok(whole) = num.parse::<u64>() {
+        return whole.checked_mul(mult).ok_or_else(out_of_range);
+    }
+    let bytes = value * mult as f64;
+    // 2^64 itself is out of range: `u64::MAX as f64` rounds up to it.
+    if !bytes.is_finite() || bytes < 0.0 || bytes >= u64::MAX as f64 {
+        return Err(out_of_range());
     }
     Ok(bytes.round() as u64)
 }

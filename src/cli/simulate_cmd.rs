@@ -138,6 +138,14 @@ pub(super) fn cluster_of(args: &ClusterFlags) -> Result<ClusterConfig, InputErro
             "must be at least 1",
         ));
     }
+    // The same bound as a cluster file's (each server is a record of its own).
+    let most = crate::sched::cluster::MAX_SERVERS;
+    if args.servers as usize > most {
+        return Err(InputError::new(
+            "--servers",
+            format!("must be at most {most}"),
+        ));
+    }
     check_positive("--server-cpus", args.server_cpus)?;
     check_positive("--server-mem-gb", args.server_mem_gb)?;
     Ok(ClusterConfig::uniform(

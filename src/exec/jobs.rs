@@ -103,7 +103,12 @@ impl JobList {
         Self::parse(&text, &origin, base, path)
     }
 
-    fn parse(text: &str, origin: &str, base: &Path, path: &Path) -> Result<JobList, ExecError> {
+    pub(crate) fn parse(
+        text: &str,
+        origin: &str,
+        base: &Path,
+        path: &Path,
+    ) -> Result<JobList, ExecError> {
         let file: ListFile =
             toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         if file.job.is_empty() {
@@ -144,13 +149,33 @@ impl JobList {
                 )
                 .into());
             }
-            // A spec file relative to the list, else a built-in workload name.
+            // A spec file relative to the list, else a built-in workload name (docs/run.md); never a
+            // file relative to the current directory, which the list's reader did not choose.
             let spec_path = resolve(&e.workload);
-            let spec = if spec_path.exists() {
+            let spec = if spec_path.is_dir() {
+                return Err(InputError::field(
+                    origin,
+                    field("workload"),
+                    format!(
+                        "{} is a directory, not a workload spec",
+                        spec_path.display()
+                    ),
+                )
+                .into());
+            } else if spec_path.exists() {
                 WorkloadSpec::load(&spec_path.display().to_string())?
             } else {
-                WorkloadSpec::load(&e.workload).map_err(|err| {
-                    InputError::field(origin, field("workload"), err.message.clone())
+                WorkloadSpec::builtin(&e.workload).unwrap_or_else(|| {
+                    Err(InputError::field(
+                        origin,
+                        field("workload"),
+                        format!(
+                            "`{}` is no spec file (paths are relative to the job list) and no built-in \
+                             workload ({})",
+                            e.workload,
+                            WorkloadSpec::builtin_names()
+                        ),
+                    ))
                 })?
             };
             let profile_path =
@@ -235,6 +260,20 @@ impl JobList {
                     .into())
                 }
             };
+            // Work is counted in samples as well as steps (progress, the trace): both must fit.
+            if let Work::Steps(n) = work {
+                if n.checked_mul(spec.batch_size as u64).is_none() {
+                    return Err(InputError::field(
+                        origin,
+                        field("steps"),
+                        format!(
+                            "{n} steps of {} samples are more samples than can be counted",
+                            spec.batch_size
+                        ),
+                    )
+                    .into());
+                }
+            }
             let gpus = e.gpus.unwrap_or(spec.gpus);
             if gpus == 0 {
                 return Err(InputError::field(origin, field("gpus"), "must be at least 1").into());
@@ -339,6 +378,22 @@ arrival_s = 5
         assert_eq!(l.catalog.models.len(), 2);
         let t = l.trace();
         assert_eq!((t[1].id, t[1].arrival_s, t[1].iters), (1, 5.0, 10));
+    }
+
+    /// docs/run.md: a spec path is relative to the list, else a built-in name. The tests run in the
+    /// repository, where `workloads/image.toml` exists: a list elsewhere must not find it there.
+    #[test]
+    fn a_workload_path_is_relative_to_the_list_not_the_current_directory() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(Path::new("workloads/image.toml").exists());
+        let text = "[[job]]\nname = \"a\"\nworkload = \"workloads/image.toml\"\nsamples = 5\n";
+        let e =
+            JobList::parse(text, "jobs.toml", d.path(), &d.path().join("jobs.toml")).unwrap_err();
+        let ExecError::Input(e) = e else {
+            panic!("not an input error: {e}")
+        };
+        assert_eq!(e.field.as_deref(), Some("job[0].workload"), "{e}");
+        assert!(e.message.contains("relative to the job list"), "{e}");
     }
 
     #[test]

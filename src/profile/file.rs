@@ -331,7 +331,7 @@ impl std::str::FromStr for ServerShape {
     /// Parses `8gpu,24cpu,500gb` (any order; memory in gb/gib as GiB, or tb).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (mut gpus, mut cpus, mut mem) = (None, None, None);
-        for part in s.split(',').map(|p| p.trim().to_ascii_lowercase()) {
+        for part in s.split(',').map(str::trim) {
             let split = part
                 .find(|c: char| !(c.is_ascii_digit() || c == '.'))
                 .unwrap_or(part.len());
@@ -342,8 +342,18 @@ impl std::str::FromStr for ServerShape {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("`{part}` must be positive"));
             }
-            match unit {
-                "gpu" | "gpus" => gpus = Some(v as u32),
+            // Messages quote the part as typed; the unit is matched in any case.
+            match unit.to_ascii_lowercase().as_str() {
+                "gpu" | "gpus" => {
+                    // A whole number that fits: `0.5gpu` is no server, `1.5gpu` not one GPU.
+                    let whole = num.parse::<u32>().ok().filter(|&g| g > 0);
+                    gpus = Some(whole.ok_or_else(|| {
+                        format!(
+                            "`{part}`: GPUs must be a whole number from 1 to {}",
+                            u32::MAX
+                        )
+                    })?)
+                }
                 "cpu" | "cpus" | "cores" => cpus = Some(v),
                 "gb" | "gib" | "g" => mem = Some(v),
                 "tb" | "tib" => mem = Some(v * 1024.0),
@@ -355,7 +365,10 @@ impl std::str::FromStr for ServerShape {
             }
         }
         match (gpus, cpus, mem) {
-            (Some(g), Some(c), Some(m)) if g > 0 => Ok(ServerShape {
+            (Some(_), Some(_), Some(m)) if !m.is_finite() => {
+                Err(format!("`{s}`: the memory is out of range"))
+            }
+            (Some(g), Some(c), Some(m)) => Ok(ServerShape {
                 gpus: g,
                 cpus: c,
                 memory_gib: m,
@@ -550,7 +563,15 @@ impl Profile {
         }
         let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
-            InputError::field(origin, path, e.into_inner().to_string())
+            let message = e.into_inner().to_string();
+            // At the top level the path is `.` (or, for an unknown key that is empty, nothing): serde's
+            // message names the field itself (``missing field `server` ``), so the error names no field
+            // of its own.
+            if path == "." || path.is_empty() {
+                InputError::new(origin, message)
+            } else {
+                InputError::field(origin, path, message)
+            }
         })?;
         profile.validate(origin)?;
         Ok(profile)

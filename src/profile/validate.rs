@@ -1,7 +1,7 @@
 //! Validation of a profile file as it is read: everything a reader indexes or divides by is checked once,
 //! naming the field at fault (docs/architecture.md §3.4, §7).
 
-use super::file::{Profile, RatedAllocation};
+use super::file::{FittedModel, Profile, RatedAllocation};
 
 impl Profile {
     /// Checks everything a reader indexes or divides by, once, so that every command can trust a profile
@@ -138,6 +138,16 @@ impl Profile {
             Ok(())
         };
         rated("matrix.proportional", &m.proportional, true)?;
+        // The normalization's 1.0 divides every prediction: a rate near zero would make them infinite.
+        if m.proportional
+            .samples_per_s
+            .is_some_and(|r| !THROUGHPUT.contains(&r))
+        {
+            return Err(bad(
+                "matrix.proportional.samples_per_s".into(),
+                THROUGHPUT_RANGE,
+            ));
+        }
         rated("demand.job", &self.demand.job, false)?;
         rated("demand.per_gpu", &self.demand.per_gpu, false)?;
         if !(self.demand.tolerance >= 0.0 && self.demand.tolerance < 1.0) {
@@ -195,6 +205,130 @@ impl Profile {
             ];
             if let Some((f, _)) = predictions.iter().find(|(_, x)| !non_negative(x)) {
                 return Err(bad(format!("validation[{i}].{f}"), number));
+            }
+        }
+        if let Some(model) = &self.model {
+            model.validate(origin)?;
+        }
+        Ok(())
+    }
+}
+
+/// The throughputs a profile divides by or is bounded by (the proportional rate, G), samples per
+/// second: from one sample in eleven days to a trillion a second, so that their ratios stay finite.
+const THROUGHPUT: std::ops::RangeInclusive<f64> = 1e-6..=1e12;
+const THROUGHPUT_RANGE: &str = "must be a throughput from 1e-6 to 1e12 samples per second";
+
+impl FittedModel {
+    /// Checks what predictions read: rates positive, costs non-negative, hit ratios in [0, 1], curves
+    /// over increasing core counts and cache sizes. A model that passes predicts a finite, non-negative
+    /// throughput everywhere (docs/architecture.md §4).
+    fn validate(&self, origin: &str) -> Result<(), crate::error::InputError> {
+        use crate::error::InputError;
+        let bad = |field: String, what: &str| InputError::field(origin, field, what.to_string());
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let non_negative = |v: f64| v.is_finite() && v >= 0.0;
+        let ratio = |v: f64| (0.0..=1.0).contains(&v);
+        let m = &self.stall;
+        // G bounds every prediction, which a profile divides by its proportional rate.
+        if !THROUGHPUT.contains(&m.accelerator_samples_per_s) {
+            return Err(bad(
+                "model.accelerator_samples_per_s".into(),
+                THROUGHPUT_RANGE,
+            ));
+        }
+        let increasing = "must be positive and increasing from one point to the next";
+        let cpu = m.cpu.points();
+        for (i, p) in cpu.iter().enumerate() {
+            if !positive(p.cpus) || i > 0 && p.cpus <= cpu[i - 1].cpus {
+                return Err(bad(format!("model.cpu.points[{i}].cpus"), increasing));
+            }
+            if !non_negative(p.samples_per_s) {
+                return Err(bad(
+                    format!("model.cpu.points[{i}].samples_per_s"),
+                    "must be a non-negative number",
+                ));
+            }
+        }
+        let f = &m.fetch;
+        if !non_negative(f.mean_sample_bytes) {
+            return Err(bad(
+                "model.fetch.mean_sample_bytes".into(),
+                "must be a non-negative number of bytes",
+            ));
+        }
+        if !positive(f.memory_bytes_per_s) || f.storage_bytes_per_s.is_some_and(|b| !positive(b)) {
+            let which = if positive(f.memory_bytes_per_s) {
+                "storage_bytes_per_s"
+            } else {
+                "memory_bytes_per_s"
+            };
+            return Err(bad(
+                format!("model.fetch.{which}"),
+                "must be a positive number of bytes per second",
+            ));
+        }
+        for (i, p) in m.footprint_points.iter().enumerate() {
+            if !positive(p.cpus) {
+                return Err(bad(
+                    format!("model.footprint_points[{i}].cpus"),
+                    "must be a positive number of cores",
+                ));
+            }
+        }
+        if let Some(mc) = &m.miss_cost {
+            let pts = &mc.cpu_s_per_sample;
+            for (i, p) in pts.iter().enumerate() {
+                if !positive(p.cpus) || i > 0 && p.cpus <= pts[i - 1].cpus {
+                    return Err(bad(
+                        format!("model.miss_cost.cpu_s_per_sample[{i}].cpus"),
+                        increasing,
+                    ));
+                }
+                if !non_negative(p.cpu_s_per_sample) {
+                    return Err(bad(
+                        format!("model.miss_cost.cpu_s_per_sample[{i}].cpu_s_per_sample"),
+                        "must be a non-negative number of seconds",
+                    ));
+                }
+            }
+            let costs = [
+                ("cpu_s_per_miss", mc.cpu_s_per_miss),
+                ("wait_s_per_miss", mc.wait_s_per_miss),
+                ("limited_overhead", mc.limited_overhead),
+            ];
+            if let Some((name, _)) = costs.iter().find(|(_, v)| !non_negative(*v)) {
+                return Err(bad(
+                    format!("model.miss_cost.{name}"),
+                    "must be a non-negative number",
+                ));
+            }
+        }
+        for (i, r) in self.hit_ratios.iter().enumerate() {
+            if i > 0 && r.cache_bytes < self.hit_ratios[i - 1].cache_bytes {
+                return Err(bad(
+                    format!("model.hit_ratios[{i}].cache_bytes"),
+                    "must not decrease from one row to the next",
+                ));
+            }
+            let ratios = [
+                ("minio", r.minio),
+                ("page_cache", r.page_cache),
+                ("lru", r.lru.unwrap_or(0.0)),
+            ];
+            if let Some((name, _)) = ratios.iter().find(|(_, v)| !ratio(*v)) {
+                return Err(bad(
+                    format!("model.hit_ratios[{i}].{name}"),
+                    "must be a hit ratio in [0, 1]",
+                ));
+            }
+        }
+        if let Some(c) = &self.hit_curve {
+            if !ratio(c.fixed_subset_share) {
+                return Err(bad(
+                    "model.hit_curve.fixed_subset_share".into(),
+                    "must be in [0, 1]",
+                ));
             }
         }
         Ok(())

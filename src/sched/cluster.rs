@@ -58,6 +58,10 @@ fn one() -> u32 {
     1
 }
 
+/// The most servers a cluster may have: far beyond the 2,048-GPU (256-server) target of
+/// docs/architecture.md §6, and still a few megabytes of server records.
+pub const MAX_SERVERS: usize = 100_000;
+
 impl ClusterConfig {
     /// `servers` identical servers; memory in decimal GB as the paper states it (converted to GiB).
     pub fn uniform(servers: u32, gpus: u32, cpus: f64, memory_gb: f64) -> ClusterConfig {
@@ -84,6 +88,7 @@ impl ClusterConfig {
         let file: ClusterFile =
             toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         let mut servers = Vec::new();
+        let (mut total_cpus, mut total_memory_gib) = (0.0, 0.0);
         for (i, g) in file.servers.iter().enumerate() {
             let field = |f: &str| format!("servers[{i}].{f}");
             if g.count == 0 {
@@ -91,6 +96,15 @@ impl ClusterConfig {
                     origin,
                     field("count"),
                     "must be at least 1",
+                ));
+            }
+            // Each server is a record of its own: a count in the billions would build them for minutes
+            // and then run out of memory.
+            if servers.len() + g.count as usize > MAX_SERVERS {
+                return Err(InputError::field(
+                    origin,
+                    field("count"),
+                    format!("the cluster may have at most {MAX_SERVERS} servers in all"),
                 ));
             }
             if g.gpus == 0 {
@@ -120,6 +134,18 @@ impl ClusterConfig {
                     field("memory_gb"),
                     "must be positive",
                 ));
+            }
+            // The simulator divides by the cluster's totals: they must stay finite.
+            total_cpus += g.cpus * g.count as f64;
+            total_memory_gib += memory_gib * g.count as f64;
+            for (f, total) in [("cpus", total_cpus), ("memory_gb", total_memory_gib)] {
+                if !total.is_finite() {
+                    return Err(InputError::field(
+                        origin,
+                        field(f),
+                        "is too large: the cluster's total overflows",
+                    ));
+                }
             }
             for _ in 0..g.count {
                 servers.push(ServerSpec {

@@ -5,7 +5,7 @@
 use crate::error::InputError;
 use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
-use crate::sim::table::read_csv;
+use crate::sim::table::{read_csv, CsvRecord};
 
 /// One job of a trace.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,7 +31,17 @@ pub fn parse_csv(
     catalog: &Catalog,
     max_gpus: u64,
 ) -> Result<Vec<TraceJob>, InputError> {
-    let mut records = read_csv(text, origin)?.into_iter();
+    parse_records(read_csv(text, origin)?, origin, catalog, max_gpus)
+}
+
+/// [`parse_csv`] of records [`read_csv`] has read (the fuzz tests check both halves of one reading).
+pub(crate) fn parse_records(
+    records: Vec<CsvRecord>,
+    origin: &str,
+    catalog: &Catalog,
+    max_gpus: u64,
+) -> Result<Vec<TraceJob>, InputError> {
+    let mut records = records.into_iter();
     let Some(header) = records.next() else {
         return Err(InputError::new(
             origin,

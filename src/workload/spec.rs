@@ -254,8 +254,13 @@ impl WorkloadSpec {
     pub fn load(arg: &str) -> Result<Self, InputError> {
         let path = Path::new(arg);
         if path.exists() {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| InputError::new(arg, format!("cannot read the spec: {e}")))?;
+            let text =
+                crate::fsutil::read_user_text(path, "a workload spec").map_err(|e| match e {
+                    crate::fsutil::ReadError::Input(i) => i,
+                    crate::fsutil::ReadError::Io(e) => {
+                        InputError::new(arg, format!("cannot read the spec: {e}"))
+                    }
+                })?;
             let base = path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
@@ -263,19 +268,29 @@ impl WorkloadSpec {
                 .unwrap_or_else(|| PathBuf::from("."));
             return Self::parse(&text, arg, &base);
         }
-        let name = arg.strip_prefix("builtin:").unwrap_or(arg);
-        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name) {
-            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-            return Self::parse(text, &format!("builtin:{name}"), &cwd);
-        }
-        let names: Vec<_> = BUILTIN.iter().map(|(n, _)| *n).collect();
-        Err(InputError::new(
-            arg,
-            format!(
-                "no such spec file, and not a built-in workload ({})",
-                names.join(", ")
-            ),
-        ))
+        Self::builtin(arg).unwrap_or_else(|| {
+            Err(InputError::new(
+                arg,
+                format!(
+                    "no such spec file, and not a built-in workload ({})",
+                    Self::builtin_names()
+                ),
+            ))
+        })
+    }
+
+    /// The built-in spec named `name` (`image`, or `builtin:image`), if there is one; its relative paths
+    /// resolve against the current directory.
+    pub fn builtin(name: &str) -> Option<Result<Self, InputError>> {
+        let name = name.strip_prefix("builtin:").unwrap_or(name);
+        let (_, text) = BUILTIN.iter().find(|(n, _)| *n == name)?;
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Some(Self::parse(text, &format!("builtin:{name}"), &cwd))
+    }
+
+    /// The built-in workloads' names, for messages: `image, audio, text`.
+    pub fn builtin_names() -> String {
+        BUILTIN.map(|(n, _)| n).join(", ")
     }
 
     /// A spec for a bare command (`synergy measure --probe pytorch -- python train.py ...`): named after
@@ -427,17 +442,28 @@ mod bytes_str {
         s.serialize_str(&format!("{}B", b.0))
     }
 
+    /// A visitor rather than an untagged enum: a value of neither form is then refused with what a size
+    /// looks like, not serde's "did not match any variant of untagged enum".
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
+        struct Size;
+        impl serde::de::Visitor<'_> for Size {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a size such as \"256MiB\" or a whole number of bytes")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Bytes, E> {
+                Ok(Bytes(n))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Bytes, E> {
+                u64::try_from(n)
+                    .map(Bytes)
+                    .map_err(|_| E::custom(format!("{n} bytes: a size cannot be negative")))
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<Bytes, E> {
+                parse_bytes(t).map(Bytes).map_err(E::custom)
+            }
         }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(Bytes(n)),
-            Raw::Text(t) => parse_bytes(&t).map(Bytes).map_err(serde::de::Error::custom),
-        }
+        d.deserialize_any(Size)
     }
 }
 
