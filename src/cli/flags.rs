@@ -13,10 +13,13 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("cache_state=warm", "--warm"),
     ("cache_state=cold", "--cold"),
     ("storage_limit", "--storage-bps"),
+    ("isolation", "--isolation"),
     ("estimator.warmup_epochs", "--warmup-epochs"),
     ("estimator.max_total_s", "--max-seconds"),
     // A profile (`ProfileRequest`; its `cpus` is the trial's flag too).
     ("memory_gib", "--mem"),
+    ("gpus", "--gpus"),
+    ("tolerance", "--tolerance"),
     // Running jobs (`ExecConfig`, `LocalOptions`, `SlurmOptions`).
     ("round_s", "--round"),
     ("emulated_gpus", "--gpus"),
