@@ -330,3 +330,13 @@ mod tests {
         assert!(target.is_dir());
     }
 }
+
+/// Bytes an unprivileged writer may still put on the filesystem that holds `path`, or would hold it once
+/// created (the nearest existing ancestor's); `None` when it cannot be told.
+pub fn available_bytes(path: &Path) -> Option<u64> {
+    let existing = path
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && a.exists());
+    let st = nix::sys::statvfs::statvfs(existing.unwrap_or(Path::new("."))).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}

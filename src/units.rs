@@ -97,7 +97,11 @@ impl std::str::FromStr for BytesPerSec {
             .strip_suffix("/s")
             .or_else(|| t.strip_suffix("ps"))
             .unwrap_or(t);
-        parse_bytes(t).map(|b| BytesPerSec(b as f64))
+        // Every rate the project takes is a limit or a speed: zero would stall whatever it bounds.
+        match parse_bytes(t)? {
+            0 => Err(format!("`{s}`: a rate must be more than 0 bytes/s")),
+            b => Ok(BytesPerSec(b as f64)),
+        }
     }
 }
 
@@ -156,6 +160,7 @@ mod tests {
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("-3").is_err());
         assert_eq!("20MB/s".parse::<BytesPerSec>().unwrap().0, 20e6);
+        assert!("0MB/s".parse::<BytesPerSec>().is_err());
     }
 
     #[test]

@@ -355,8 +355,8 @@ pub(super) struct SimulateArgs {
     /// Round length, seconds.
     #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     pub(super) round_s: f64,
-    /// Parallel simulations in a sweep (default: the host's cores).
-    #[arg(long)]
+    /// Parallel simulations in a sweep, at least 1 (default: the host's cores).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(super) threads: Option<usize>,
     /// Print the summary (or every summary of a sweep) as JSON.
     #[arg(long)]

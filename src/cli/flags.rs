@@ -16,6 +16,9 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("isolation", "--isolation"),
     ("estimator.warmup_epochs", "--warmup-epochs"),
     ("estimator.max_total_s", "--max-seconds"),
+    ("estimator.min_measure_s", "--min-seconds"),
+    ("estimator.warmup_s", "--warmup-seconds"),
+    ("estimator.rel_precision", "--precision"),
     // A profile (`ProfileRequest`; its `cpus` is the trial's flag too).
     ("memory_gib", "--mem"),
     ("gpus", "--gpus"),
@@ -45,6 +48,10 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     // Datasets and the built-in pipelines (`workload run`, `dataset gen`).
     ("gpu_rate", "--gpu-rate"),
     ("batch_size", "--batch-size"),
+    ("prefetch", "--prefetch"),
+    ("max_steps", "--max-steps"),
+    ("max_samples", "--max-samples"),
+    ("max_seconds", "--max-seconds"),
     ("seq_len", "--seq-len"),
     ("size", "--size"),
 ];

@@ -226,9 +226,7 @@ pub(crate) fn run_on(
     log: &mut dyn FnMut(&str),
     clock: &mut dyn Clock,
 ) -> Result<RunReport, ExecError> {
-    if !(cfg.round_s.is_finite() && cfg.round_s > 0.0) {
-        return Err(InputError::setting("round_s", "must be a positive number of seconds").into());
-    }
+    crate::sim::check_round(cfg.round_s)?;
     let servers = backend.servers().to_vec();
     check_servers(list, &servers)?;
     let (policy, mechanism) = policy_and_mechanism(&cfg.policy, &cfg.mechanism)?;

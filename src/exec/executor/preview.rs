@@ -79,6 +79,7 @@ pub fn dry_run(
     mechanism: &str,
     round_s: f64,
 ) -> Result<Vec<PlannedRound>, ExecError> {
+    sim::check_round(round_s)?;
     check_servers(list, servers)?;
     let (p, m) = policy_and_mechanism(policy, mechanism)?;
     let mut planner = Planner::new(list.catalog.clone(), servers.to_vec(), p, m);

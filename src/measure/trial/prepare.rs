@@ -11,6 +11,7 @@ use indicatif::ProgressBar;
 use std::path::PathBuf;
 
 pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
+    req.estimator.check()?;
     let cores = host_cores().len();
     if !(req.cpus.0.is_finite() && req.cpus.0 > 0.0) {
         return Err(InputError::setting(
@@ -39,8 +40,22 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     }
     // The spec's footprint is a floor the workload cannot run below; without one, any budget is tried.
     let footprint = req.spec.footprint.unwrap_or(Bytes(0));
+    let host = crate::isolate::host_memory_bytes();
+    if let Some(cache) = req.cache_bytes {
+        if host > 0 && cache.0 > host {
+            return Err(InputError::setting(
+                "cache_bytes",
+                format!("{cache} is more than this host has ({})", Bytes(host)),
+            ));
+        }
+    }
     if let Some(mem) = req.mem_limit {
-        let host = crate::isolate::host_memory_bytes();
+        if mem.0 == 0 {
+            return Err(InputError::setting(
+                "mem_limit",
+                "must be more than 0 bytes",
+            ));
+        }
         if host > 0 && mem.0 > host {
             return Err(InputError::setting(
                 "mem_limit",
