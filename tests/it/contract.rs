@@ -91,6 +91,14 @@ const TABLE: &[Row] = &[
         &["z.toml", "dataset.generate.size"],
     ),
     row(
+        &["measure", "z.toml", "--cpus", "1"],
+        &[(
+            "z.toml",
+            "name = 'z'\ncommand = ['true']\nbatch_size = 4\n[dataset]\npath = 'data'\ngenerate = { kind = 'text', size = '1000TiB' }\n",
+        )],
+        &["z.toml", "field `dataset.generate.size`", "free"],
+    ),
+    row(
         &["measure", "--cpus", "1", "--isolation", "affinity", "--mem", "1GiB", "--", "true"],
         NONE,
         &["affinity"],

@@ -3,7 +3,7 @@
 
 use super::{host_cores, CacheState, TrialError, TrialRequest};
 use crate::cancel::Cancel;
-use crate::error::InputError;
+use crate::error::{InputError, Origin, Setting};
 use crate::units::{Bytes, BytesPerSec};
 use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::{WorkloadError, WorkloadSpec};
@@ -140,6 +140,10 @@ pub(crate) fn prepare_dataset(
         }
         dataset::generate(gen.kind, &dir, gen.size, gen.seed, cancel).map_err(|e| match e {
             WorkloadError::Interrupted(sig) => TrialError::Interrupted(sig),
+            // The size is the spec's field here, not `dataset gen`'s flag.
+            WorkloadError::Input(e) if e.origin == Origin::Setting(Setting("size")) => {
+                InputError::field(&spec.origin, "dataset.generate.size", e.message).into()
+            }
             e => e.into(),
         })?;
         generated = true;

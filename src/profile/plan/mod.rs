@@ -414,3 +414,44 @@ fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(spec: WorkloadSpec, memory_gib: Vec<f64>) -> ProfileRequest {
+        ProfileRequest {
+            spec,
+            out: PathBuf::from("p.json"),
+            cpus: Some(vec![1.0]),
+            memory_gib: Some(memory_gib),
+            gpus: None,
+            server: None,
+            validate: 2,
+            exhaustive: false,
+            resume: false,
+            storage_limit: None,
+            isolation: None,
+            tolerance: 0.05,
+            refine_tolerance: 0.04,
+        }
+    }
+
+    /// A memory axis below the footprint is refused: the declared one before any trial, the measured one
+    /// once the CPU axis has measured it.
+    #[test]
+    fn a_memory_axis_below_the_footprint_is_refused() {
+        let mut spec = WorkloadSpec::load("text").unwrap();
+        spec.footprint = Some(crate::units::Bytes(64 << 20));
+        let low = request(spec.clone(), vec![0.01, 1.0]);
+        let e = check_request(&low, 1.0).unwrap_err();
+        assert_eq!(
+            e.origin,
+            crate::error::Origin::Setting(crate::error::Setting("memory_gib"))
+        );
+        assert!(e.message.contains("0.01 GiB is below"), "{}", e.message);
+        assert!(check_request(&request(spec.clone(), vec![0.5, 1.0]), 1.0).is_ok());
+        let measured = check_memory_axis(&request(spec, vec![0.5, 1.0]), 600 << 20, "measured");
+        assert!(measured.unwrap_err().message.contains("0.5 GiB is below"));
+    }
+}
