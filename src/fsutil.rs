@@ -245,6 +245,16 @@ fn recently_created(dir: &Path) -> bool {
         .is_some_and(|age| age < std::time::Duration::from_secs(2))
 }
 
+/// Bytes an unprivileged writer may still put on the filesystem that holds `path`, or would hold it once
+/// created (the nearest existing ancestor's); `None` when it cannot be told.
+pub fn available_bytes(path: &Path) -> Option<u64> {
+    let existing = path
+        .ancestors()
+        .find(|a| !a.as_os_str().is_empty() && a.exists());
+    let st = nix::sys::statvfs::statvfs(existing.unwrap_or(Path::new("."))).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,10 +98,14 @@ impl std::str::FromStr for BytesPerSec {
             .or_else(|| t.strip_suffix("ps"))
             .unwrap_or(t);
         // The error quotes the whole value, as typed, with a rate's examples: the size alone (`` for
-        // `/s`) would not say which value was wrong.
-        parse_bytes(bytes)
-            .map(|b| BytesPerSec(b as f64))
-            .map_err(|e| format!("`{s}` is not a rate (examples: 20MB/s, 1.5GiB/s, 40MBps): {e}"))
+        // `/s`) would not say which value was wrong. Every rate the project takes is a limit or a speed:
+        // zero would stall whatever it bounds.
+        match parse_bytes(bytes)
+            .map_err(|e| format!("`{s}` is not a rate (examples: 20MB/s, 1.5GiB/s, 40MBps): {e}"))?
+        {
+            0 => Err(format!("`{s}`: a rate must be more than 0 bytes/s")),
+            b => Ok(BytesPerSec(b as f64)),
+        }
     }
 }
 
@@ -166,6 +170,7 @@ mod tests {
         assert!(parse_bytes("12 parsecs").is_err());
         assert!(parse_bytes("-3").is_err());
         assert_eq!("20MB/s".parse::<BytesPerSec>().unwrap().0, 20e6);
+        assert!("0MB/s".parse::<BytesPerSec>().is_err());
     }
 
     #[test]

@@ -138,7 +138,7 @@ pub(super) enum DatasetCmd {
         /// Kind of data.
         #[arg(long, value_enum)]
         kind: dataset::DatasetKind,
-        /// Total size of the data files (e.g. 256MiB, 1GB).
+        /// Total size of the data files (e.g. 256MiB, 1GB): more than 0, at most the free space there.
         #[arg(long)]
         size: Bytes,
         /// Seed; the same seed gives the same bytes.
@@ -217,13 +217,15 @@ pub(super) struct ProfileArgs {
     /// Where to write the profile (a CSV goes beside it). Default: profiles/NAME.json.
     #[arg(long)]
     pub(super) out: Option<PathBuf>,
-    /// CPU axis: `auto` or a list of cores, e.g. 0.5,1,1.5,2.
+    /// CPU axis: `auto` or an increasing list of cores, each more than 0 and at most this host's, e.g.
+    /// 0.5,1,1.5,2.
     #[arg(long, default_value = "auto")]
     pub(super) cpus: String,
-    /// Memory axis: `auto` (footprint plus 0-100% of the dataset) or a list in GiB, e.g. 0.25,0.5,1.
+    /// Memory axis: `auto` (footprint plus 0-100% of the dataset) or an increasing list in GiB, each at
+    /// least the workload's footprint and at most this host's memory, e.g. 0.25,0.5,1.
     #[arg(long, default_value = "auto")]
     pub(super) mem: String,
-    /// GPUs the job trains on (default: the spec's).
+    /// GPUs the job trains on, at least 1 (default: the spec's).
     #[arg(long)]
     pub(super) gpus: Option<u32>,
     /// Reference server shape for normalization, e.g. 8gpu,24cpu,500gb (default: this host).
@@ -238,13 +240,13 @@ pub(super) struct ProfileArgs {
     /// Continue an interrupted profile, reusing its finished trials.
     #[arg(long)]
     pub(super) resume: bool,
-    /// Limit storage reads on the dataset's device in every trial, e.g. 20MB/s.
+    /// Limit storage reads on the dataset's device in every trial, e.g. 20MB/s (more than 0).
     #[arg(long)]
     pub(super) storage_bps: Option<BytesPerSec>,
     /// Isolation backend (default: detect).
     #[arg(long, value_enum)]
     pub(super) isolation: Option<IsolationKind>,
-    /// Fraction of the best throughput the demand vector may give up.
+    /// Fraction of the best throughput the demand vector may give up, in [0, 1).
     #[arg(long, default_value_t = 0.05)]
     pub(super) tolerance: f64,
     /// Print the whole profile as JSON.
@@ -314,7 +316,7 @@ pub(super) struct RunCmdArgs {
     /// Mechanism: proportional, greedy, tune, opt.
     #[arg(long, default_value = "tune")]
     pub(super) mechanism: String,
-    /// Round length, seconds.
+    /// Round length, seconds, more than 0.
     #[arg(long = "round", default_value_t = 15.0)]
     pub(super) round_s: f64,
     /// Emulate this many GPUs (slots) instead of using NVML's (local backend).
@@ -323,7 +325,8 @@ pub(super) struct RunCmdArgs {
     /// Use only this many cores (of each node, on Slurm).
     #[arg(long)]
     pub(super) cpus: Option<usize>,
-    /// Give jobs at most this much memory in all (of each node, on Slurm; e.g. 8GiB).
+    /// Give jobs at most this much memory in all (of each node, on Slurm; e.g. 8GiB): more than 0, at most
+    /// the host's, and enough that each job's share by its GPUs holds its footprint.
     #[arg(long)]
     pub(super) mem: Option<Bytes>,
     /// Slurm backend: use only this node (repeatable; default: every node with GPUs that takes jobs).
@@ -366,16 +369,16 @@ pub(super) struct ClusterFlags {
     /// Cluster file (TOML: `[[servers]]` with count, gpus, cpus, memory_gb); overrides the --server* flags.
     #[arg(long)]
     pub(super) cluster: Option<PathBuf>,
-    /// Servers.
+    /// Servers, at least 1 (with --server-gpus, at most 2^20 GPUs in all).
     #[arg(long, default_value_t = 16)]
     pub(super) servers: u32,
-    /// GPUs per server.
+    /// GPUs per server, at least 1.
     #[arg(long, default_value_t = 8)]
     pub(super) server_gpus: u32,
-    /// Cores per server.
+    /// Cores per server, more than 0.
     #[arg(long, default_value_t = 24.0)]
     pub(super) server_cpus: f64,
-    /// Memory per server, decimal GB (converted to GiB).
+    /// Memory per server, decimal GB (converted to GiB), more than 0.
     #[arg(long, default_value_t = 500.0)]
     pub(super) server_mem_gb: f64,
 }
@@ -404,7 +407,7 @@ pub(super) struct SimulateArgs {
     /// Mechanisms, comma-separated: proportional, greedy, tune, opt.
     #[arg(long, default_value = "tune")]
     pub(super) mechanism: String,
-    /// Generated arrivals per hour, comma-separated for a sweep.
+    /// Generated arrivals per hour, each more than 0, comma-separated for a sweep.
     #[arg(long, default_value = "9")]
     pub(super) load: String,
     /// Seeds of the generated trace's arrivals, comma-separated; the streams are the reference simulator's,
@@ -427,11 +430,11 @@ pub(super) struct SimulateArgs {
     /// Job ids measured, `A-B` or `all` (default: 4000-4999 for an endless generated trace, else all).
     #[arg(long)]
     pub(super) window: Option<String>,
-    /// Round length, seconds.
+    /// Round length, seconds, more than 0.
     #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     pub(super) round_s: f64,
-    /// Parallel simulations in a sweep (default: the host's cores).
-    #[arg(long)]
+    /// Parallel simulations in a sweep, at least 1 (default: the host's cores).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(super) threads: Option<usize>,
     /// Print the summary (or every summary of a sweep) as JSON.
     #[arg(long)]
@@ -474,16 +477,18 @@ pub(super) struct MeasureArgs {
     /// state, memory limits and storage limit then apply to it. A probed script's is found by the probe.
     #[arg(long)]
     pub(super) dataset: Option<PathBuf>,
-    /// CPU cores (fractional values use a CFS quota). Default: every core of this host.
+    /// CPU cores, more than 0 and at most this host's (fractional values use a CFS quota). Default: every
+    /// core of this host.
     #[arg(long)]
     pub(super) cpus: Option<f64>,
     /// Specific core ids, e.g. `0,1` or `0-3`.
     #[arg(long, value_parser = parse_cpu_list)]
     pub(super) cpu_list: Option<CoreIds>,
-    /// Memory limit for the workload's cgroup (resident memory plus page cache), e.g. 1GiB.
+    /// Memory limit for the workload's cgroup (resident memory plus page cache), e.g. 1GiB: at least the
+    /// spec's footprint, at most this host's memory.
     #[arg(long)]
     pub(super) mem: Option<Bytes>,
-    /// Application cache budget passed as SYNERGY_CACHE_BYTES, e.g. 128MiB.
+    /// Application cache budget passed as SYNERGY_CACHE_BYTES, e.g. 128MiB; at most this host's memory.
     #[arg(long)]
     pub(super) cache_bytes: Option<Bytes>,
     /// Evict the dataset from the page cache first.
@@ -492,7 +497,7 @@ pub(super) struct MeasureArgs {
     /// Read the whole dataset into the page cache first.
     #[arg(long)]
     pub(super) warm: bool,
-    /// Limit storage reads on the dataset's device, e.g. 20MB/s.
+    /// Limit storage reads on the dataset's device, e.g. 20MB/s (more than 0).
     #[arg(long)]
     pub(super) storage_bps: Option<BytesPerSec>,
     /// Feed synthetic batches: measures the accelerator's ingestion rate alone.
@@ -501,7 +506,7 @@ pub(super) struct MeasureArgs {
     /// Isolation backend (default: detect).
     #[arg(long, value_enum)]
     pub(super) isolation: Option<IsolationKind>,
-    /// Seconds of warm-up excluded from the estimate.
+    /// Seconds of warm-up excluded from the estimate, not negative.
     #[arg(long, default_value_t = 2.0)]
     pub(super) warmup_seconds: f64,
     /// Steps of warm-up excluded from the estimate.
@@ -515,13 +520,13 @@ pub(super) struct MeasureArgs {
     /// cluster early in each epoch.
     #[arg(long)]
     pub(super) whole_epochs: bool,
-    /// Shortest measured window, seconds.
+    /// Shortest measured window, seconds, not negative and at most --max-seconds.
     #[arg(long, default_value_t = 3.0)]
     pub(super) min_seconds: f64,
-    /// Longest trial, seconds.
+    /// Longest trial, seconds, more than 0.
     #[arg(long, default_value_t = 60.0)]
     pub(super) max_seconds: f64,
-    /// Stop when the 95% confidence half-width is within this fraction of the mean.
+    /// Stop when the 95% confidence half-width is within this fraction of the mean (between 0 and 1).
     #[arg(long, default_value_t = 0.02)]
     pub(super) precision: f64,
     /// Print the result as JSON.

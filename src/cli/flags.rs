@@ -13,10 +13,16 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("cache_state=warm", "--warm"),
     ("cache_state=cold", "--cold"),
     ("storage_limit", "--storage-bps"),
+    ("isolation", "--isolation"),
     ("estimator.warmup_epochs", "--warmup-epochs"),
     ("estimator.max_total_s", "--max-seconds"),
+    ("estimator.min_measure_s", "--min-seconds"),
+    ("estimator.warmup_s", "--warmup-seconds"),
+    ("estimator.rel_precision", "--precision"),
     // A profile (`ProfileRequest`; its `cpus` is the trial's flag too).
     ("memory_gib", "--mem"),
+    ("gpus", "--gpus"),
+    ("tolerance", "--tolerance"),
     // Running jobs (`ExecConfig`, `LocalOptions`, `SlurmOptions`).
     ("round_s", "--round"),
     ("emulated_gpus", "--gpus"),
@@ -49,6 +55,10 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     // Datasets and the built-in pipelines (`workload run`, `dataset gen`).
     ("gpu_rate", "--gpu-rate"),
     ("batch_size", "--batch-size"),
+    ("prefetch", "--prefetch"),
+    ("max_steps", "--max-steps"),
+    ("max_samples", "--max-samples"),
+    ("max_seconds", "--max-seconds"),
     ("seq_len", "--seq-len"),
     ("size", "--size"),
 ];

@@ -3,7 +3,6 @@
 
 use super::args::MeasureArgs;
 use super::render;
-use super::values::check_positive;
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest};
@@ -45,8 +44,8 @@ pub(super) fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// The trial `measure`'s flags ask for. The budget's own limits (cores of this host, memory above the
-/// footprint) are the library's to check when the trial starts.
+/// The trial `measure`'s flags ask for. The budget's and the estimator's ranges (cores of this host,
+/// memory above the footprint, times, precision) are the library's to check when the trial starts.
 fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
     let spec = workload_of(
         args.spec.as_deref(),
@@ -58,23 +57,6 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
     let cpus = args
         .cpus
         .unwrap_or_else(|| measure::trial::host_cores().len() as f64);
-    check_positive("--max-seconds", args.max_seconds)?;
-    check_positive("--precision", args.precision)?;
-    if !(args.warmup_seconds >= 0.0 && args.min_seconds >= 0.0) {
-        return Err(InputError::new(
-            "--warmup-seconds/--min-seconds",
-            "must not be negative",
-        ));
-    }
-    if args.min_seconds > args.max_seconds {
-        return Err(InputError::new(
-            "--min-seconds",
-            format!(
-                "{} s is more than --max-seconds ({} s): a trial could never measure that long",
-                args.min_seconds, args.max_seconds
-            ),
-        ));
-    }
     if spec.dataset.is_none() {
         // These act on the dataset's files: without a dataset they would silently do nothing.
         for (flag, given) in [
@@ -118,7 +100,9 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
         first_epoch_only: false,
         whole_epochs: args.whole_epochs,
     };
-    req.no_progress_timeout = Duration::from_secs_f64(args.max_seconds.clamp(10.0, 30.0));
+    // A --max-seconds out of range (NaN) is the trial's to refuse; until then any timeout will do.
+    req.no_progress_timeout = Duration::try_from_secs_f64(args.max_seconds.clamp(10.0, 30.0))
+        .unwrap_or(Duration::from_secs(30));
     Ok(req)
 }
 

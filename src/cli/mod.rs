@@ -146,10 +146,8 @@ fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if let Some(x) = e.downcast_ref::<crate::exec::ExecError>() {
         return x.is_input();
     }
-    matches!(
-        e.downcast_ref::<IsolateError>(),
-        Some(IsolateError::Budget(_))
-    )
+    e.downcast_ref::<IsolateError>()
+        .is_some_and(IsolateError::is_input)
 }
 
 #[cfg(test)]

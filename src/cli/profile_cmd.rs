@@ -45,10 +45,15 @@ pub(super) fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
             Ok(0)
         }
         Err(ProfileRunError::Trial(TrialError::Interrupted(sig))) => {
-            eprintln!(
-                "synergy: interrupted by signal {sig}; finished trials are saved in {}; continue with --resume",
-                out.with_extension("trials.jsonl").display()
-            );
+            // Said only of a journal that holds something: `--resume` has nothing to continue otherwise.
+            if plan::has_journaled_trials(&out) {
+                eprintln!(
+                    "synergy: interrupted by signal {sig}; finished trials are saved in {}; continue with --resume",
+                    plan::journal_path(&out).display()
+                );
+            } else {
+                eprintln!("synergy: interrupted by signal {sig} before any trial finished; nothing was saved");
+            }
             Ok(128 + sig)
         }
         Err(e) => Err(e.into()),
@@ -64,12 +69,6 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         args.dataset.as_deref(),
         &args.command,
     )?;
-    if args.gpus == Some(0) {
-        return Err(InputError::new("--gpus", "must be at least 1"));
-    }
-    if !(0.0..1.0).contains(&args.tolerance) {
-        return Err(InputError::new("--tolerance", "must be in [0, 1)"));
-    }
     let out = match args.out {
         Some(out) => out,
         // The workload's name becomes a file name only when no --out names one.

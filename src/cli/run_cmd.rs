@@ -4,7 +4,6 @@
 
 use super::args::{RunBackend, RunCmdArgs};
 use super::render;
-use super::values::check_positive;
 use super::EXIT_FAILURE;
 use crate::cancel::Cancel;
 use crate::error::InputError;
@@ -14,7 +13,6 @@ use crate::exec::{executor, jobs::JobList, local, local::LocalOptions};
 
 /// Runs `run`: exit code 1 when a job failed, 128 + the signal when one stopped the run.
 pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
-    check_positive("--round", args.round_s)?;
     let list = JobList::read(&args.jobs)?;
     let (local_opts, slurm_opts) = backend_options(&args)?;
     if args.dry_run {

@@ -115,7 +115,7 @@ fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
             "needs three shares: image,language,speech",
         ));
     };
-    check_positive("--round-s", args.round_s)?;
+    sim::check_round(args.round_s)?;
     Ok(SweepSettings {
         policies,
         mechanisms,
@@ -145,6 +145,11 @@ pub(super) fn cluster_of(args: &ClusterFlags) -> Result<ClusterConfig, InputErro
             "--servers",
             format!("must be at most {most}"),
         ));
+    }
+    if let Some(why) =
+        crate::sched::cluster::too_many_gpus(args.servers as u64 * args.server_gpus as u64)
+    {
+        return Err(InputError::new("--servers/--server-gpus", why));
     }
     check_positive("--server-cpus", args.server_cpus)?;
     check_positive("--server-mem-gb", args.server_mem_gb)?;

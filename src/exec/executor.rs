@@ -124,6 +124,20 @@ fn widest_server_gpus(servers: &[ServerInfo]) -> u32 {
         .unwrap_or(0)
 }
 
+/// The list against the servers, before anything is planned or launched: every job fits a server's
+/// GPUs, and the roomiest server's memory share holds its footprint.
+fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), InputError> {
+    list.check_fits(widest_server_gpus(servers))?;
+    let per_gpu = |s: &ServerInfo| s.memory.0 as f64 / s.gpus.len().max(1) as f64;
+    match servers
+        .iter()
+        .max_by(|a, b| per_gpu(a).total_cmp(&per_gpu(b)))
+    {
+        Some(s) => list.check_memory(s.memory, s.gpus.len() as u32),
+        None => Ok(()),
+    }
+}
+
 fn fmt_alloc(a: &Allocation) -> String {
     let gpus: Vec<String> = a.gpus.iter().map(|g| g.to_string()).collect();
     let cores: Vec<String> = a.cores.iter().map(|c| c.to_string()).collect();
@@ -212,11 +226,9 @@ pub(crate) fn run_on(
     log: &mut dyn FnMut(&str),
     clock: &mut dyn Clock,
 ) -> Result<RunReport, ExecError> {
-    if !(cfg.round_s.is_finite() && cfg.round_s > 0.0) {
-        return Err(InputError::setting("round_s", "must be a positive number of seconds").into());
-    }
+    crate::sim::check_round(cfg.round_s)?;
     let servers = backend.servers().to_vec();
-    list.check_fits(widest_server_gpus(&servers))?;
+    check_servers(list, &servers)?;
     let (policy, mechanism) = policy_and_mechanism(&cfg.policy, &cfg.mechanism)?;
     // The prediction first: it also validates the list against the cluster before anything starts.
     let predicted = predict(

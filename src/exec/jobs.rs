@@ -6,6 +6,7 @@ use crate::error::InputError;
 use crate::profile::Profile;
 use crate::sched::catalog::{Catalog, JobModel};
 use crate::sim::trace::TraceJob;
+use crate::units::Bytes;
 use crate::workload::WorkloadSpec;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -341,6 +342,36 @@ impl JobList {
                     j.name, j.gpus
                 ),
             )),
+            None => Ok(()),
+        }
+    }
+
+    /// Rejects jobs whose footprint a server's proportional share of memory (`memory` over `gpus`, per
+    /// GPU of the job) cannot hold: the job could not start there, or a cgroup could not be shrunk to
+    /// its allocation while the job runs (docs/run.md).
+    pub fn check_memory(&self, memory: Bytes, gpus: u32) -> Result<(), InputError> {
+        let share = |j: &Job| memory.0 as f64 * j.gpus as f64 / gpus.max(1) as f64;
+        match self
+            .jobs
+            .iter()
+            .find(|j| share(j) < j.footprint_bytes as f64)
+        {
+            Some(j) => {
+                let least = (j.footprint_bytes as f64 * gpus.max(1) as f64 / j.gpus as f64).ceil();
+                Err(InputError::setting(
+                    "memory",
+                    format!(
+                        "{memory} gives job `{}` {} of memory ({} of {gpus} GPUs), below its footprint, {} (measured in {}, or field `footprint` of {}); give at least {}",
+                        j.name,
+                        Bytes(share(j) as u64),
+                        j.gpus,
+                        Bytes(j.footprint_bytes),
+                        j.profile_path.display(),
+                        j.spec.origin,
+                        Bytes(least as u64)
+                    ),
+                ))
+            }
             None => Ok(()),
         }
     }

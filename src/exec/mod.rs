@@ -68,7 +68,7 @@ impl ExecError {
     pub fn is_input(&self) -> bool {
         match self {
             ExecError::Input(_) => true,
-            ExecError::Isolate(IsolateError::Budget(_)) => true,
+            ExecError::Isolate(e) => e.is_input(),
             ExecError::Workload(WorkloadError::Input(_)) => true,
             ExecError::Sim(s) => s.is_input(),
             _ => false,

@@ -90,7 +90,22 @@ pub fn read_map(path: &Path) -> Result<Vec<MapRule>, InputError> {
         .enumerate()
         .map(|(i, r)| {
             let pattern = Regex::new(&r.pattern).map_err(|e| {
-                InputError::field(&origin, format!("rule[{i}].pattern"), format!("{e}"))
+                // The regex crate draws the pattern over several lines; its last says what is wrong.
+                let why = e.to_string();
+                let why = why
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .next_back()
+                    .unwrap_or("");
+                InputError::field(
+                    &origin,
+                    format!("rule[{i}].pattern"),
+                    format!(
+                        "`{}` is not a regular expression ({})",
+                        r.pattern,
+                        why.trim()
+                    ),
+                )
             })?;
             Ok(MapRule {
                 field: r.field,

@@ -134,6 +134,20 @@ pub enum IsolateError {
         /// Why not.
         reason: String,
     },
+    /// The backend the user asked for cannot run on this host: their choice to change, so bad input
+    /// (docs/architecture.md §7), unlike [`IsolateError::Unavailable`], which detection falls back from.
+    #[error(
+        "{} {backend} is not available here: {reason}; {instead}",
+        crate::error::Setting("isolation")
+    )]
+    NotHere {
+        /// The backend asked for.
+        backend: IsolationKind,
+        /// Why not.
+        reason: String,
+        /// What to use instead.
+        instead: String,
+    },
     /// The budget asks for something the backend or host cannot give.
     #[error("{0}")]
     Budget(String),
@@ -230,10 +244,15 @@ pub fn detect(
             Box::new(affinity::AffinityBackend::new()),
             "affinity (requested)".to_string(),
         )),
-        Some(kind) => {
-            let backend = cgroup::CgroupBackend::new(kind)?;
-            Ok((Box::new(backend), format!("{kind} (requested)")))
-        }
+        Some(kind) => match cgroup::CgroupBackend::new(kind) {
+            Ok(backend) => Ok((Box::new(backend), format!("{kind} (requested)"))),
+            Err(IsolateError::Unavailable { reason, .. }) => Err(IsolateError::NotHere {
+                backend: kind,
+                reason,
+                instead: instead_of(kind),
+            }),
+            Err(e) => Err(e),
+        },
         None => match cgroup::CgroupBackend::detect() {
             Ok(backend) => {
                 let why = format!("{} (detected)", backend.kind());
@@ -244,6 +263,34 @@ pub fn detect(
                 format!("affinity (fallback: {e})"),
             )),
         },
+    }
+}
+
+/// What to use on this host in place of the unavailable backend `kind`: the other cgroup version where it
+/// works, and detection, which falls back to affinity.
+fn instead_of(kind: IsolationKind) -> String {
+    let other = match kind {
+        IsolationKind::CgroupV1 => IsolationKind::CgroupV2,
+        _ => IsolationKind::CgroupV1,
+    };
+    let detect = format!("leave {} out to detect", crate::error::Setting("isolation"));
+    if cgroup::CgroupBackend::new(other).is_ok() {
+        format!(
+            "use {} {other} (available here), or {detect}",
+            crate::error::Setting("isolation")
+        )
+    } else {
+        format!(
+            "use {} affinity, or {detect}",
+            crate::error::Setting("isolation")
+        )
+    }
+}
+
+impl IsolateError {
+    /// Whether the user fixes this by changing their input (a budget, the backend they asked for).
+    pub fn is_input(&self) -> bool {
+        matches!(self, IsolateError::Budget(_) | IsolateError::NotHere { .. })
     }
 }
 

@@ -41,6 +41,47 @@ fn unbounded() -> f64 {
     f64::INFINITY
 }
 
+impl EstimatorConfig {
+    /// The stated ranges (docs/architecture.md §7): times finite and not negative, the longest trial
+    /// positive and at least the shortest window, the precision a fraction in (0, 1).
+    pub fn check(&self) -> Result<(), crate::error::InputError> {
+        use crate::error::InputError;
+        for (setting, v) in [
+            ("estimator.warmup_s", self.warmup_s),
+            ("estimator.min_measure_s", self.min_measure_s),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(InputError::setting(
+                    setting,
+                    "must be a finite, non-negative number of seconds",
+                ));
+            }
+        }
+        if !(self.max_total_s.is_finite() && self.max_total_s > 0.0) {
+            return Err(InputError::setting(
+                "estimator.max_total_s",
+                "must be a positive number of seconds",
+            ));
+        }
+        if self.min_measure_s > self.max_total_s {
+            return Err(InputError::setting(
+                "estimator.min_measure_s",
+                format!(
+                    "{} s is more than setting `estimator.max_total_s` ({} s): a trial could never measure that long",
+                    self.min_measure_s, self.max_total_s
+                ),
+            ));
+        }
+        if !(self.rel_precision > 0.0 && self.rel_precision < 1.0) {
+            return Err(InputError::setting(
+                "estimator.rel_precision",
+                "must be a fraction of the mean between 0 and 1 (0.02 is 2%)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for EstimatorConfig {
     fn default() -> Self {
         EstimatorConfig {

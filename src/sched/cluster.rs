@@ -62,6 +62,16 @@ fn one() -> u32 {
 /// docs/architecture.md §6, and still a few megabytes of server records.
 pub const MAX_SERVERS: usize = 100_000;
 
+/// The most GPUs a simulated cluster may have in all: 512 times the paper's largest (2,048), and few
+/// enough that the simulator's per-server state fits this host (docs/simulate.md).
+pub const MAX_GPUS: u64 = 1 << 20;
+
+/// Why a cluster of `total` GPUs is too large, if it is.
+pub fn too_many_gpus(total: u64) -> Option<String> {
+    (total > MAX_GPUS)
+        .then(|| format!("{total} GPUs in all; a cluster may have at most {MAX_GPUS}"))
+}
+
 impl ClusterConfig {
     /// `servers` identical servers; memory in decimal GB as the paper states it (converted to GiB).
     pub fn uniform(servers: u32, gpus: u32, cpus: f64, memory_gb: f64) -> ClusterConfig {
@@ -89,6 +99,7 @@ impl ClusterConfig {
             toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         let mut servers = Vec::new();
         let (mut total_cpus, mut total_memory_gib) = (0.0, 0.0);
+        let mut total_gpus = 0u64;
         for (i, g) in file.servers.iter().enumerate() {
             let field = |f: &str| format!("servers[{i}].{f}");
             if g.count == 0 {
@@ -146,6 +157,10 @@ impl ClusterConfig {
                         "is too large: the cluster's total overflows",
                     ));
                 }
+            }
+            total_gpus += g.count as u64 * g.gpus as u64;
+            if let Some(why) = too_many_gpus(total_gpus) {
+                return Err(InputError::field(origin, field("count"), why));
             }
             for _ in 0..g.count {
                 servers.push(ServerSpec {

@@ -52,6 +52,19 @@ impl SimConfig {
     }
 }
 
+/// A round length's stated range, for the simulator and the executor alike: a finite, positive number
+/// of seconds.
+pub fn check_round(round_s: f64) -> Result<(), InputError> {
+    if round_s.is_finite() && round_s > 0.0 {
+        Ok(())
+    } else {
+        Err(InputError::setting(
+            "round_s",
+            "must be a positive number of seconds",
+        ))
+    }
+}
+
 /// Runs one simulation to the end of its window (or of its finite trace).
 pub fn run(
     catalog: &Catalog,
@@ -61,6 +74,7 @@ pub fn run(
     mechanism: &mut dyn Mechanism,
 ) -> Result<SimResult, SimError> {
     let started = Instant::now();
+    check_round(cfg.round_s)?;
     let total_gpus = cfg.cluster.total_gpus();
     for m in &catalog.models {
         if m.iter_time_s >= cfg.round_s {

@@ -9,7 +9,7 @@ pub mod sweep;
 pub mod table;
 pub mod trace;
 
-pub use engine::{run, SimConfig, TraceSource};
+pub use engine::{check_round, run, SimConfig, TraceSource};
 pub use metrics::{SimResult, Summary};
 
 /// Errors of the simulator.

@@ -139,6 +139,29 @@ pub fn generate(
     if size.0 == 0 {
         return Err(InputError::setting("size", "must be more than 0 bytes").into());
     }
+    // The directory's place is the user's to choose: a file where a parent should be is bad input.
+    if let Some(file) = dir.ancestors().skip(1).find(|a| a.is_file()) {
+        return Err(InputError::new(
+            dir.display().to_string(),
+            format!(
+                "`{}` is a file, not a directory to make it in",
+                file.display()
+            ),
+        )
+        .into());
+    }
+    // A budget within this host (docs/workload-spec.md): refused now rather than failing on a full disk.
+    if let Some(free) = crate::fsutil::available_bytes(dir).filter(|free| size.0 > *free) {
+        return Err(InputError::setting(
+            "size",
+            format!(
+                "{size} is more than the {} free on the filesystem of {}",
+                Bytes(free),
+                dir.display()
+            ),
+        )
+        .into());
+    }
     let name = dir
         .file_name()
         .ok_or_else(|| InputError::new(dir.display().to_string(), "is not a directory name"))?;

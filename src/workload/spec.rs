@@ -347,6 +347,18 @@ impl WorkloadSpec {
         if self.batch_size == 0 {
             return Err(InputError::field(o, "batch_size", "must be at least 1"));
         }
+        if self.gpus == 0 {
+            return Err(InputError::field(o, "gpus", "must be at least 1"));
+        }
+        if let Some(g) = self.dataset.as_ref().and_then(|d| d.generate.as_ref()) {
+            if g.size.0 == 0 {
+                return Err(InputError::field(
+                    o,
+                    "dataset.generate.size",
+                    "must be more than 0 bytes",
+                ));
+            }
+        }
         if self.probe.is_some() && !matches!(self.progress, ProgressSpec::Pipe) {
             return Err(InputError::field(
                 o,

@@ -210,3 +210,107 @@ fn contradictory_or_impossible_budgets_are_refused_up_front() {
         &[&spec, "dataset.path", "is a file"],
     );
 }
+
+/// Class 7: a backend asked for by name that this host lacks is the user's choice to change (exit 2),
+/// and the message says what works here instead.
+#[test]
+fn an_unavailable_isolation_backend_is_refused_with_what_to_use() {
+    let _host = common::shared();
+    // Only on a v1 (hybrid) host, where cgroup-v2 cannot be had and cgroup-v1 can.
+    if !common::have_cgroups() || Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        eprintln!("skipped: needs a cgroup v1 host");
+        return;
+    }
+    for verb in ["measure", "profile"] {
+        assert_input_error(
+            &[verb, "text", "--cpus", "1", "--isolation", "cgroup-v2"],
+            &[
+                "--isolation cgroup-v2 is not available here",
+                "use --isolation cgroup-v1",
+            ],
+        );
+    }
+}
+
+/// A spec declaring a footprint of 64 MiB and running nothing that reports progress.
+fn sleeping_spec(dir: &Path) -> String {
+    let spec = dir.join("sleeper.toml");
+    std::fs::write(
+        &spec,
+        "name = 'sleeper'\ncommand = ['sleep', '60']\nbatch_size = 4\nfootprint = '64MiB'\n",
+    )
+    .unwrap();
+    spec.display().to_string()
+}
+
+/// Class 7: a memory axis the workload cannot run in is refused before any trial, naming the footprint.
+#[test]
+fn profile_refuses_a_memory_axis_below_the_footprint_before_measuring() {
+    let _host = common::shared();
+    let d = tempfile::tempdir().unwrap();
+    let spec = sleeping_spec(d.path());
+    let out_file = d.path().join("p.json").display().to_string();
+    let t0 = std::time::Instant::now();
+    assert_input_error(
+        &["profile", &spec, "--mem", "0.01,1", "--out", &out_file],
+        &["--mem", "0.01 GiB", "footprint", "64.0 MiB", &spec],
+    );
+    assert!(t0.elapsed().as_secs() < 5, "refused before measuring");
+    assert!(!Path::new(&out_file).exists());
+    assert!(!d.path().join("p.trials.jsonl").exists());
+}
+
+/// Class 7: after a signal, `profile` speaks of saved trials only when its journal holds one.
+#[test]
+fn an_interrupted_profile_that_finished_no_trial_says_nothing_was_saved() {
+    let _host = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let spec = sleeping_spec(d.path());
+    let out_file = d.path().join("p.json");
+    let child = common::synergy()
+        .args(["profile", &spec, "--cpus", "1", "--mem", "0.5,1", "--out"])
+        .arg(&out_file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    assert!(!d.path().join("p.trials.jsonl").exists(), "{stderr}");
+    assert!(!stderr.contains("saved in"), "{stderr}");
+    assert!(stderr.contains("before any trial finished"), "{stderr}");
+}
+
+/// Class 7: `run` with less memory than a job's footprint is refused before any round (it failed in
+/// round 2 with a raw EBUSY when a job's cgroup could not shrink), naming the flag and the footprint.
+#[test]
+fn run_refuses_memory_below_a_jobs_footprint_up_front() {
+    let _host = common::shared();
+    let d = tempfile::tempdir().unwrap();
+    let jobs = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobs-mixed.toml");
+    let jobs = jobs.display().to_string();
+    let state = d.path().join("s.json").display().to_string();
+    let mut args = vec![
+        "run", &jobs, "--gpus", "2", "--mem", "100MiB", "--state", &state,
+    ];
+    let must = [
+        "--mem",
+        "job `image-1`",
+        "below its footprint",
+        "give at least",
+    ];
+    assert_input_error(&[&args[..], &["--dry-run"]].concat(), &must);
+    if common::have_cgroups() {
+        args.push("--round");
+        args.push("5");
+        assert_input_error(&args, &must);
+    }
+    assert!(!Path::new(&state).exists(), "no state file");
+}

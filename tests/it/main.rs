@@ -9,6 +9,7 @@
 mod common;
 
 mod cli_errors;
+mod contract;
 mod hardening;
 mod launch;
 mod leftovers;

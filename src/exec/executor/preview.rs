@@ -1,7 +1,7 @@
 //! What a job list will do before it runs: the simulator's JCT for each job, and the planner's rounds
 //! without launching anything (`synergy run --dry-run`).
 
-use super::{fmt_alloc, job_state, policy_and_mechanism, widest_server_gpus};
+use super::{check_servers, fmt_alloc, job_state, policy_and_mechanism};
 use crate::exec::jobs::JobList;
 use crate::exec::plan::Planner;
 use crate::exec::{Allocation, ExecError, ServerInfo};
@@ -79,7 +79,8 @@ pub fn dry_run(
     mechanism: &str,
     round_s: f64,
 ) -> Result<Vec<PlannedRound>, ExecError> {
-    list.check_fits(widest_server_gpus(servers))?;
+    sim::check_round(round_s)?;
+    check_servers(list, servers)?;
     let (p, m) = policy_and_mechanism(policy, mechanism)?;
     let mut planner = Planner::new(list.catalog.clone(), servers.to_vec(), p, m);
     let mut remaining: Vec<u64> = list.jobs.iter().map(|j| j.work_iters()).collect();

@@ -144,8 +144,7 @@ impl TrialError {
             TrialError::Input(_)
                 | TrialError::OutOfMemory { .. }
                 | TrialError::Workload(WorkloadError::Input(_))
-                | TrialError::Isolate(IsolateError::Budget(_))
-        )
+        ) || matches!(self, TrialError::Isolate(e) if e.is_input())
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{host_cores, CacheState, TrialError, TrialRequest};
 use crate::cancel::Cancel;
-use crate::error::InputError;
+use crate::error::{InputError, Origin, Setting};
 use crate::units::{Bytes, BytesPerSec};
 use crate::workload::dataset::{self, DatasetFiles};
 use crate::workload::{WorkloadError, WorkloadSpec};
@@ -11,6 +11,7 @@ use indicatif::ProgressBar;
 use std::path::PathBuf;
 
 pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
+    req.estimator.check()?;
     let cores = host_cores().len();
     if !(req.cpus.0.is_finite() && req.cpus.0 > 0.0) {
         return Err(InputError::setting(
@@ -39,8 +40,22 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     }
     // The spec's footprint is a floor the workload cannot run below; without one, any budget is tried.
     let footprint = req.spec.footprint.unwrap_or(Bytes(0));
+    let host = crate::isolate::host_memory_bytes();
+    if let Some(cache) = req.cache_bytes {
+        if host > 0 && cache.0 > host {
+            return Err(InputError::setting(
+                "cache_bytes",
+                format!("{cache} is more than this host has ({})", Bytes(host)),
+            ));
+        }
+    }
     if let Some(mem) = req.mem_limit {
-        let host = crate::isolate::host_memory_bytes();
+        if mem.0 == 0 {
+            return Err(InputError::setting(
+                "mem_limit",
+                "must be more than 0 bytes",
+            ));
+        }
         if host > 0 && mem.0 > host {
             return Err(InputError::setting(
                 "mem_limit",
@@ -125,6 +140,10 @@ pub(crate) fn prepare_dataset(
         }
         dataset::generate(gen.kind, &dir, gen.size, gen.seed, cancel).map_err(|e| match e {
             WorkloadError::Interrupted(sig) => TrialError::Interrupted(sig),
+            // The size is the spec's field here, not `dataset gen`'s flag.
+            WorkloadError::Input(e) if e.origin == Origin::Setting(Setting("size")) => {
+                InputError::field(&spec.origin, "dataset.generate.size", e.message).into()
+            }
             e => e.into(),
         })?;
         generated = true;

@@ -7,7 +7,18 @@ use crate::measure::{TrialRequest, TrialResult};
 use crate::profile::file::{ProfileError, ProfileTrial, TrialRole};
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Where the journal of the profile written to `out` lives: beside it.
+pub fn journal_path(out: &Path) -> PathBuf {
+    out.with_extension("trials.jsonl")
+}
+
+/// Whether the journal of the profile written to `out` holds a finished trial, for `--resume` to reuse.
+pub fn has_journaled_trials(out: &Path) -> bool {
+    std::fs::read_to_string(journal_path(out))
+        .is_ok_and(|t| t.lines().any(|l| !l.trim().is_empty()))
+}
 
 /// Finished trials, saved one JSON line each so an interrupted profile can resume.
 pub(super) struct Journal {

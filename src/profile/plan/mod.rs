@@ -33,6 +33,7 @@ mod runner;
 mod validate;
 
 pub(crate) use crate::isolate::host_memory_bytes;
+pub use journal::{has_journaled_trials, journal_path};
 pub use validate::held_out;
 
 use accelerator::accelerator;
@@ -184,28 +185,14 @@ pub fn run_profile(
     cancel: &Cancel,
 ) -> Result<Profile, ProfileRunError> {
     let host_cores = measure::trial::host_cores().len() as f64;
-    let cpu_axis = match &req.cpus {
-        Some(v) => v.clone(),
-        None => matrix::auto_cpu_axis(host_cores),
-    };
-    check_axis("cpus", &cpu_axis)?;
-    if let Some(c) = cpu_axis.iter().find(|c| **c > host_cores) {
-        return Err(InputError::setting(
-            "cpus",
-            format!("{c} cores asked for, but this host has {host_cores}"),
-        )
-        .into());
-    }
-    if let Some(m) = &req.memory_gib {
-        check_axis("memory_gib", m)?;
-    }
+    let cpu_axis = check_request(req, host_cores)?;
     let c_max = *cpu_axis.last().expect("checked non-empty");
     // The profile's cores are held for the whole run, so no other synergy process takes them between
     // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
     let lease =
         crate::isolate::ledger::claim(Cores(c_max).threads(), &measure::trial::host_cores())
             .map_err(|e| TrialError::Isolate(e.into()))?;
-    let journal_path = req.out.with_extension("trials.jsonl");
+    let journal_path = journal_path(&req.out);
     let mut run = Runner {
         journal: Journal::open(journal_path.clone(), req.resume)?,
         bar,
@@ -235,6 +222,10 @@ pub fn run_profile(
     };
 
     let sweep = cpu_sweep(&mut run, &plan)?;
+    // A footprint the spec does not declare is known only now: the rest of the plan is refused rather
+    // than measured for memory sizes the workload cannot run in (the CPU trials stay journaled).
+    let footprint = sweep.footprint_at(plan.cpu_axis[0], spec_floor(&spec));
+    check_memory_axis(req, footprint, "measured at the fewest cores")?;
     let accel = accelerator(&mut run, &plan, &sweep)?;
     if !accel.separated {
         run.warnings.push(accel.because.clone());
@@ -350,6 +341,64 @@ pub fn run_profile(
     Ok(profile)
 }
 
+/// Everything of the request that can be checked before a trial runs (docs/architecture.md §7): the axes,
+/// the GPUs and the tolerance; returns the CPU axis. (More validation points than the grid holds are
+/// all of it: `held_out`.)
+fn check_request(req: &ProfileRequest, host_cores: f64) -> Result<Vec<f64>, InputError> {
+    let cpu_axis = match &req.cpus {
+        Some(v) => v.clone(),
+        None => matrix::auto_cpu_axis(host_cores),
+    };
+    check_axis("cpus", &cpu_axis)?;
+    if let Some(c) = cpu_axis.iter().find(|c| **c > host_cores) {
+        return Err(InputError::setting(
+            "cpus",
+            format!("{c} cores asked for, but this host has {host_cores}"),
+        ));
+    }
+    if let Some(m) = &req.memory_gib {
+        check_axis("memory_gib", m)?;
+        let host = host_memory_bytes();
+        if let Some(big) = m.iter().find(|g| host > 0 && **g * GIB > host as f64) {
+            return Err(InputError::setting(
+                "memory_gib",
+                format!(
+                    "{big} GiB is more than this host has ({:.2} GiB)",
+                    host as f64 / GIB
+                ),
+            ));
+        }
+    }
+    let declared = format!("field `footprint` in {}", req.spec.origin);
+    check_memory_axis(req, spec_floor(&req.spec), &declared)?;
+    if req.gpus == Some(0) {
+        return Err(InputError::setting("gpus", "must be at least 1"));
+    }
+    if !(0.0..1.0).contains(&req.tolerance) {
+        return Err(InputError::setting("tolerance", "must be in [0, 1)"));
+    }
+    Ok(cpu_axis)
+}
+
+/// Refuses a memory axis with a value below the workload's footprint (`whence` says where that comes
+/// from): no trial can run there.
+fn check_memory_axis(req: &ProfileRequest, footprint: u64, whence: &str) -> Result<(), InputError> {
+    match req
+        .memory_gib
+        .as_ref()
+        .and_then(|m| m.iter().find(|g| **g * GIB < footprint as f64))
+    {
+        Some(low) => Err(InputError::setting(
+            "memory_gib",
+            format!(
+                "{low} GiB is below the workload's footprint, {} ({whence}): it cannot run in that",
+                crate::units::Bytes(footprint)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
         return Err(InputError::setting(
@@ -364,4 +413,45 @@ fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(spec: WorkloadSpec, memory_gib: Vec<f64>) -> ProfileRequest {
+        ProfileRequest {
+            spec,
+            out: PathBuf::from("p.json"),
+            cpus: Some(vec![1.0]),
+            memory_gib: Some(memory_gib),
+            gpus: None,
+            server: None,
+            validate: 2,
+            exhaustive: false,
+            resume: false,
+            storage_limit: None,
+            isolation: None,
+            tolerance: 0.05,
+            refine_tolerance: 0.04,
+        }
+    }
+
+    /// A memory axis below the footprint is refused: the declared one before any trial, the measured one
+    /// once the CPU axis has measured it.
+    #[test]
+    fn a_memory_axis_below_the_footprint_is_refused() {
+        let mut spec = WorkloadSpec::load("text").unwrap();
+        spec.footprint = Some(crate::units::Bytes(64 << 20));
+        let low = request(spec.clone(), vec![0.01, 1.0]);
+        let e = check_request(&low, 1.0).unwrap_err();
+        assert_eq!(
+            e.origin,
+            crate::error::Origin::Setting(crate::error::Setting("memory_gib"))
+        );
+        assert!(e.message.contains("0.01 GiB is below"), "{}", e.message);
+        assert!(check_request(&request(spec.clone(), vec![0.5, 1.0]), 1.0).is_ok());
+        let measured = check_memory_axis(&request(spec, vec![0.5, 1.0]), 600 << 20, "measured");
+        assert!(measured.unwrap_err().message.contains("0.5 GiB is below"));
+    }
 }

@@ -58,7 +58,8 @@ pub struct RunArgs {
     /// Dataset directory (as made by `synergy dataset gen`).
     #[arg(long)]
     pub dataset: PathBuf,
-    /// Samples per step.
+    /// Samples per step, at least 1; the batches in flight (--prefetch per worker, and one being made)
+    /// must fit this host's memory.
     #[arg(long, default_value_t = 64)]
     pub batch_size: u32,
     /// Emulated accelerator ingestion rate: samples per second (`900`), or a multiple of this host's
@@ -66,13 +67,14 @@ pub struct RunArgs {
     /// stored, see `synergy dataset rate`).
     #[arg(long, allow_hyphen_values = true)]
     pub gpu_rate: GpuRate,
-    /// Stop after this many steps in all, resumed ones included (default: run until stopped).
+    /// Stop after this many steps in all (at least 1), resumed ones included (default: run until stopped).
     #[arg(long)]
     pub max_steps: Option<u64>,
-    /// Stop after this many samples in all, resumed ones included (default: run until stopped).
+    /// Stop after this many samples in all (at least 1), resumed ones included (default: run until
+    /// stopped).
     #[arg(long)]
     pub max_samples: Option<u64>,
-    /// Stop after this many seconds (default: run until stopped).
+    /// Stop after this many seconds, more than 0 (default: run until stopped).
     #[arg(long)]
     pub max_seconds: Option<f64>,
     /// Shuffling seed.
@@ -84,7 +86,7 @@ pub struct RunArgs {
     /// Tokens per sequence (text pipeline).
     #[arg(long, default_value_t = DEFAULT_SEQ_LEN)]
     pub seq_len: usize,
-    /// Overrides `SYNERGY_CACHE_BYTES`.
+    /// Overrides `SYNERGY_CACHE_BYTES`; at most this host's memory.
     #[arg(long)]
     pub cache_bytes: Option<Bytes>,
 }

@@ -5,6 +5,7 @@
 use super::source::{AppCache, Items};
 use super::{audio, image, rate, text, Pipeline, ResumeState, RunArgs, RunConfig, RunTotals};
 use crate::error::InputError;
+use crate::units::Bytes;
 use crate::workload::WorkloadError;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -38,6 +39,60 @@ pub(super) fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize)
     }
 }
 
+/// The stated ranges of a run's numbers (docs/workload-spec.md): a batch of at least one sample, limits
+/// that stop the run after something happened, and batches in flight (per worker, `prefetch` queued and
+/// one being made) that fit this host's memory.
+fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
+    if args.batch_size == 0 {
+        return Err(InputError::setting("batch_size", "must be at least 1"));
+    }
+    for (setting, v) in [
+        ("max_steps", args.max_steps),
+        ("max_samples", args.max_samples),
+    ] {
+        if v == Some(0) {
+            return Err(InputError::setting(setting, "must be at least 1"));
+        }
+    }
+    if let Some(s) = args.max_seconds {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(InputError::setting(
+                "max_seconds",
+                "must be a positive number of seconds",
+            ));
+        }
+    }
+    let (floats, ints) = sample_shape(args.pipeline, args.seq_len);
+    let sample = (floats * 4 + ints * 8) as f64;
+    let batch = sample * args.batch_size as f64;
+    let in_flight = (cfg.workers as f64) * (args.prefetch.max(1) as f64 + 1.0) + 1.0;
+    let host = crate::isolate::host_memory_bytes();
+    if let Some(cache) = cfg.cache_bytes.filter(|c| host > 0 && *c > host) {
+        return Err(InputError::setting(
+            "cache_bytes",
+            format!(
+                "{} is more than this host has ({})",
+                Bytes(cache),
+                Bytes(host)
+            ),
+        ));
+    }
+    if host > 0 && batch * in_flight > host as f64 {
+        return Err(InputError::setting(
+            "batch_size",
+            format!(
+                "{} samples make batches of {}; {in_flight} of them in flight (setting `prefetch` {} for each of {} workers) need more than this host's {}",
+                args.batch_size,
+                Bytes(batch as u64),
+                args.prefetch,
+                cfg.workers,
+                Bytes(host)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Runs the workload with an explicit budget, writing progress lines to `progress` when given, until a
 /// step or time limit, `stop`, or a closed progress pipe. A relative `--gpu-rate` is resolved first
 /// ([`rate::resolve_gpu_rate`]).
@@ -65,9 +120,7 @@ pub fn run_at<'a>(
             InputError::setting("gpu_rate", "must be a positive number of samples/s").into(),
         );
     }
-    if args.batch_size == 0 {
-        return Err(InputError::setting("batch_size", "must be at least 1").into());
-    }
+    check_limits(args, cfg)?;
     let base = match &cfg.state_file {
         Some(p) => ResumeState::read(p)?,
         None => ResumeState::default(),
