@@ -92,11 +92,7 @@ pub fn read_map(path: &Path) -> Result<Vec<MapRule>, InputError> {
             let pattern = Regex::new(&r.pattern).map_err(|e| {
                 // The regex crate draws the pattern over several lines; its last says what is wrong.
                 let why = e.to_string();
-                let why = why
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .next_back()
-                    .unwrap_or("");
+                let why = why.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
                 InputError::field(
                     &origin,
                     format!("rule[{i}].pattern"),
