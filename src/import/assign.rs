@@ -169,12 +169,7 @@ impl Assigner {
                     "models",
                     format!(
                         "{what} names profile `{name}`, which the profile directory lacks; known: {}",
-                        catalog
-                            .models
-                            .iter()
-                            .map(|m| m.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        catalog.names()
                     ),
                 )
             })

@@ -255,20 +255,20 @@ fn read_helios_like(format: Format, path: &Path, sink: &mut Sink) -> Result<(), 
             .map_or(Ok(1), |a| row.count(rec, a, "node_num"))?
             .max(1);
         sink.offer(RawJob {
-            source_id: row.get(rec, id, "job_id")?.to_string(),
             name: text(rec, name),
             queue: text(rec, queue),
             user: text(rec, user),
-            submit_s,
-            run_s: run_time(row, d, s, e)?,
-            gpus: row.count(rec, gpus, "gpu_num")?,
-            state: JobState::from_word(row.get(rec, state, "state")?),
             req_cpus: row.opt_num(rec, cpus, "cpu_num")?,
             req_mem_gb: row
                 .opt_num(rec, mem_per_pod, "mem_per_pod_GB")?
                 .map(|m| m * pods as f64),
-            model: None,
-            iters: None,
+            ..RawJob::new(
+                row.get(rec, id, "job_id")?.to_string(),
+                submit_s,
+                run_time(row, d, s, e)?,
+                row.count(rec, gpus, "gpu_num")?,
+                JobState::from_word(row.get(rec, state, "state")?),
+            )
         });
         Ok(())
     })
@@ -290,18 +290,15 @@ fn read_tiresias(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
             return Ok(());
         };
         sink.offer(RawJob {
-            source_id: row.get(rec, id, "job_id")?.to_string(),
             name: text(rec, model),
-            queue: None,
-            user: None,
-            submit_s,
-            run_s: row.num(rec, duration, "duration")?.unwrap_or(0.0),
-            gpus: row.count(rec, gpus, "num_gpu")?,
-            state: JobState::Completed,
-            req_cpus: None,
-            req_mem_gb: None,
             model: text(rec, model),
-            iters: None,
+            ..RawJob::new(
+                row.get(rec, id, "job_id")?.to_string(),
+                submit_s,
+                row.num(rec, duration, "duration")?.unwrap_or(0.0),
+                row.count(rec, gpus, "num_gpu")?,
+                JobState::Completed,
+            )
         });
         Ok(())
     })
@@ -351,18 +348,19 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
                 .find_map(|w| w.strip_prefix("synergy:").map(str::to_string))
         });
         sink.offer(RawJob {
-            source_id: job_id.to_string(),
             name: text(rec, name),
             queue: text(rec, queue),
             user: text(rec, user),
-            submit_s,
-            run_s,
-            gpus: alloc.gpus.or(asked.gpus).unwrap_or(0),
-            state: JobState::from_word(row.get(rec, state, "State")?),
             req_cpus: asked.cpus.or(alloc.cpus),
             req_mem_gb: asked.mem_gb.or(alloc.mem_gb),
-            model,
-            iters: None,
+            model: model,
+            ..RawJob::new(
+                job_id.to_string(),
+                submit_s,
+                run_s,
+                alloc.gpus.or(asked.gpus).unwrap_or(0),
+                JobState::from_word(row.get(rec, state, "State")?),
+            )
         });
         Ok(())
     })
@@ -441,18 +439,16 @@ fn read_gavel(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
             return Ok(());
         };
         sink.offer(RawJob {
-            source_id: (row.line).to_string(),
             name: Some(job_type.clone()),
-            queue: None,
-            user: None,
-            submit_s,
-            run_s: 0.0,
-            gpus,
-            state: JobState::Completed,
-            req_cpus: None,
-            req_mem_gb: None,
             model: Some(job_type),
             iters: Some(iters),
+            ..RawJob::new(
+                (row.line).to_string(),
+                submit_s,
+                0.0,
+                gpus,
+                JobState::Completed,
+            )
         });
         Ok(())
     })
@@ -538,18 +534,16 @@ pub(super) fn read_pai(files: &[PathBuf], sink: &mut Sink) -> Result<(), InputEr
             _ => run_time(row, None, Some(submit_s), end)?,
         };
         sink.offer(RawJob {
-            source_id: name.to_string(),
-            name: None,
-            queue: None,
             user: text(rec, Some(2)),
-            submit_s,
-            run_s,
-            gpus: (t.gpus - 1e-9).ceil().max(0.0) as u32,
-            state: JobState::from_word(row.get(rec, 3, "status")?),
             req_cpus: Some(t.cpus),
             req_mem_gb: Some(t.mem_gb),
-            model: None,
-            iters: None,
+            ..RawJob::new(
+                name.to_string(),
+                submit_s,
+                run_s,
+                (t.gpus - 1e-9).ceil().max(0.0) as u32,
+                JobState::from_word(row.get(rec, 3, "status")?),
+            )
         });
         Ok(())
     })

@@ -122,6 +122,26 @@ pub struct RawJob {
     pub iters: Option<u64>,
 }
 
+impl RawJob {
+    /// A job with only what every format has: nothing to map by, no requests, no model of its own.
+    pub fn new(source_id: String, submit_s: f64, run_s: f64, gpus: u32, state: JobState) -> RawJob {
+        RawJob {
+            source_id,
+            name: None,
+            queue: None,
+            user: None,
+            submit_s,
+            run_s,
+            gpus,
+            state,
+            req_cpus: None,
+            req_mem_gb: None,
+            model: None,
+            iters: None,
+        }
+    }
+}
+
 /// What to do with a job wider than the cluster's widest server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -108,18 +108,15 @@ pub(super) fn read(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
             continue;
         }
         sink.offer(RawJob {
-            source_id: job.jobid,
-            name: None,
             queue: job.vc,
             user: job.user,
-            submit_s,
-            run_s,
-            gpus,
-            state: JobState::from_word(&job.status),
-            req_cpus: None,
-            req_mem_gb: None,
-            model: None,
-            iters: None,
+            ..RawJob::new(
+                job.jobid,
+                submit_s,
+                run_s,
+                gpus,
+                JobState::from_word(&job.status),
+            )
         });
     }
     Ok(())

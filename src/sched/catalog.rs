@@ -154,6 +154,15 @@ impl Catalog {
         Ok(Catalog::new(models)?)
     }
 
+    /// Every model's name, comma-separated: what an error about an unknown one lists.
+    pub fn names(&self) -> String {
+        self.models
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The index of a model by name.
     pub fn index(&self, name: &str) -> Option<usize> {
         self.by_name.get(name).copied()

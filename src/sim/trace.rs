@@ -96,12 +96,7 @@ pub(crate) fn parse_records(
                 "model",
                 format!(
                     "unknown model `{model_name}`; known: {} (add its profile to the profile directory)",
-                    catalog
-                        .models
-                        .iter()
-                        .map(|m| m.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    catalog.names()
                 ),
             )
         })?;
