@@ -353,7 +353,7 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
             user: text(rec, user),
             req_cpus: asked.cpus.or(alloc.cpus),
             req_mem_gb: asked.mem_gb.or(alloc.mem_gb),
-            model: model,
+            model,
             ..RawJob::new(
                 job_id.to_string(),
                 submit_s,
