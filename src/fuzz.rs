@@ -1273,3 +1273,95 @@ fn regressions_of_rates_and_shapes() {
         }
     }
 }
+
+/// Imported cluster traces (`import::import`, docs/traces.md), one format after another: seeds are the
+/// small files in each format's published layout under tests/data/traces, written to a temporary file per
+/// input. An accepted import gives jobs in arrival order with at least one GPU and one iteration.
+#[test]
+fn imported_traces() {
+    use crate::import::assign::ModelRule;
+    use crate::import::{import, Format, ImportOptions, JobState, WideJobs};
+    use crate::sched::catalog::Catalog;
+    let catalog = Catalog::load_dir(&repo().join("profiles/zoo")).unwrap();
+    let data = repo().join("tests/data/traces");
+    let formats = [
+        (Format::Philly, "philly.json"),
+        (Format::Helios, "helios.csv"),
+        (Format::Acme, "acme.csv"),
+        (Format::Sacct, "jobs.sacct"),
+        (Format::Gavel, "gavel.trace"),
+        (Format::Tiresias, "tiresias.csv"),
+    ];
+    let seeds: Vec<(Format, String)> = formats
+        .iter()
+        .map(|(f, name)| (*f, read(&data.join(name))))
+        .collect();
+    let texts: Vec<String> = seeds.iter().map(|(_, t)| t.clone()).collect();
+    let names: Vec<String> = catalog.models.iter().map(|m| m.name.clone()).collect();
+    let opts = ImportOptions {
+        states: vec![JobState::Completed, JobState::Failed, JobState::Cancelled],
+        from_s: None,
+        to_s: None,
+        load_scale: 1.0,
+        wide: WideJobs::Spread,
+        widest_server_gpus: 8,
+        cluster_gpus: 64,
+        models: ModelRule::Split([20.0, 70.0, 10.0]),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The format travels in the input's first line, so a failure shows (and remakes) it.
+    let make = |rng: &mut ChaCha8Rng| {
+        let k = rng.random_range(0..seeds.len());
+        let seed = &seeds[k].1;
+        let body = match (seeds[k].0, rng.random_bool(0.6)) {
+            (Format::Philly, true) => {
+                let mut v: Value = serde_json::from_str(seed).unwrap();
+                mutate_json(rng, &mut v, &names);
+                v.to_string()
+            }
+            (_, true) => mutate_csv(rng, seed, &names),
+            _ => mutate_bytes(rng, seed, &texts),
+        };
+        format!("{k}\n{body}")
+    };
+    let whole_file = [
+        "keeps no job",
+        "holds no job",
+        "is empty",
+        "is not UTF-8",
+        "is not a delimited table",
+    ];
+    let check = |input: &str| {
+        let (k, body) = input.split_once('\n').unwrap();
+        let format = formats[k.parse::<usize>().unwrap()].0;
+        let path = dir.path().join(format!(
+            "t-{}",
+            std::thread::current().name().unwrap_or("x").len()
+        ));
+        std::fs::write(&path, body).unwrap();
+        let origin = path.display().to_string();
+        match import(format, std::slice::from_ref(&path), &opts, &catalog) {
+            Ok((jobs, summary)) => {
+                let ordered = jobs.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s);
+                let sane = jobs.iter().all(|j| {
+                    j.gpus >= 1
+                        && j.gpus <= 64
+                        && j.iters >= 1
+                        && j.arrival_s >= 0.0
+                        && j.arrival_s.is_finite()
+                });
+                if ordered
+                    && sane
+                    && summary.kept == jobs.len() as u64
+                    && crate::import::to_csv(&jobs).is_ok()
+                {
+                    Ok(())
+                } else {
+                    fail(format!("accepted jobs out of order or range: {jobs:?}"))
+                }
+            }
+            Err(e) => names_the_place(&e, body, &[&origin], &whole_file),
+        }
+    };
+    drive("import", 0x1_b0a7, &[], make, check);
+}
