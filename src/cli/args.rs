@@ -355,6 +355,11 @@ pub(super) struct SimulateArgs {
     /// Round length, seconds.
     #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     pub(super) round_s: f64,
+    /// Scheduling rules: `synergy` (this project's) or `reference` (the reference simulator's multi-GPU
+    /// behaviour: one random stream for a --multi-gpu trace, linear speed of capped jobs, per-GPU
+    /// placement, one-server demotion, jobs ending at round boundaries; see docs/simulate.md).
+    #[arg(long, value_name = "synergy|reference", default_value = "synergy")]
+    pub(super) semantics: String,
     /// Parallel simulations in a sweep (default: the host's cores).
     #[arg(long)]
     pub(super) threads: Option<usize>,

@@ -35,6 +35,7 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("split", "--split"),
     ("profiles", "--profiles"),
     ("record_rounds", "--out or --plot"),
+    ("semantics", "--semantics"),
     // Charts (`plot::Request`).
     ("kind", "--kind"),
     ("width", "--width"),

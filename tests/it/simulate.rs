@@ -119,6 +119,7 @@ fn cfg(cluster: ClusterConfig) -> SimConfig {
         round_s: 300.0,
         window: None,
         record_rounds: true,
+        semantics: synergy::sim::SimSemantics::SYNERGY,
     }
 }
 
