@@ -357,7 +357,8 @@ pub(super) struct SimulateArgs {
     pub(super) round_s: f64,
     /// Scheduling rules: `synergy` (this project's) or `reference` (the reference simulator's multi-GPU
     /// behaviour: one random stream for a --multi-gpu trace, linear speed of capped jobs, per-GPU
-    /// placement, one-server demotion, jobs ending at round boundaries; see docs/simulate.md).
+    /// placement, one-server demotion, jobs ending at round boundaries; see docs/simulate.md). A trace
+    /// of single-GPU jobs runs the same under both.
     #[arg(long, value_name = "synergy|reference", default_value = "synergy")]
     pub(super) semantics: String,
     /// Parallel simulations in a sweep (default: the host's cores).

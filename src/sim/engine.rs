@@ -39,7 +39,8 @@ pub struct SimConfig {
     pub window: Option<(u64, u64)>,
     /// Keep a record per round (utilization over time).
     pub record_rounds: bool,
-    /// This project's rules or the reference simulator's (docs/simulate.md, "Two semantics").
+    /// This project's rules or the reference simulator's (docs/simulate.md, "Two semantics"), for a
+    /// trace with multi-GPU jobs; a single-GPU trace always runs under this project's.
     pub semantics: SimSemantics,
 }
 
@@ -79,6 +80,11 @@ pub fn run(
             .into());
         }
     }
+    let multi_gpu = match &source {
+        TraceSource::Jobs(jobs) => jobs.iter().any(|j| j.gpus > 1),
+        TraceSource::Generated(g) => g.gpu_mode == GpuMode::Multi,
+    };
+    let semantics = cfg.semantics.for_trace(multi_gpu);
     let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {
@@ -133,14 +139,14 @@ pub fn run(
                 return Err(InputError::setting("window", "no generated job falls in it").into());
             }
             (
-                Box::new(Generator::with_streams(g, catalog, cfg.semantics.streams)?),
+                Box::new(Generator::with_streams(g, catalog, semantics.streams)?),
                 n,
             )
         }
     };
     let in_window = |id: u64| cfg.window.is_none_or(|(a, b)| id >= a && id <= b);
 
-    let mut state = ClusterState::with_semantics(&cfg.cluster, cfg.semantics.core);
+    let mut state = ClusterState::with_semantics(&cfg.cluster, semantics.core);
     let mut active: Vec<JobState> = Vec::new();
     let mut next = pending.next();
     let mut records: Vec<FinishedJob> = Vec::new();
@@ -217,7 +223,7 @@ pub fn run(
                 job.demotions += 1;
             }
             if job.remaining_iters <= iters {
-                let finish_s = match cfg.semantics.round_end {
+                let finish_s = match semantics.round_end {
                     RoundEnd::MidRound => now + job.remaining_iters as f64 / rate,
                     RoundEnd::Boundary => now + cfg.round_s,
                 };
@@ -275,6 +281,7 @@ pub fn run(
         super::metrics::RunFacts {
             policy: policy.name().to_string(),
             mechanism: mechanism.name().to_string(),
+            semantics: semantics.name().to_string(),
             end_s: now + cfg.round_s,
             rounds: rounds_run,
             job_rounds,

@@ -509,6 +509,10 @@ fn malformed_cluster_files_and_flags_are_refused() {
         &["--job-list-seed", "twelve"],
     );
     assert_input_error(
+        &["simulate", "--profiles", &p, "--semantics", "gavel"],
+        &["--semantics", "gavel", "synergy, reference"],
+    );
+    assert_input_error(
         &["simulate", "--profiles", "/nonexistent-dir"],
         &["/nonexistent-dir"],
     );

@@ -220,3 +220,16 @@ fn a_job_ends_mid_round_here_and_at_the_round_boundary_there() {
         (vec![(0, 600.0)], 0)
     );
 }
+
+#[test]
+fn a_run_of_single_gpu_jobs_is_the_same_under_both() {
+    // One 1-GPU `img` job of 900 iterations at speed 2.0: 450 s under our rules. A trace without a
+    // multi-GPU job keeps them under `reference` too (round-boundary ends alone would make it 600).
+    let jobs = [("img", 1, 900)];
+    let ours = run_with(SimSemantics::SYNERGY, vec![server(4)], &jobs, None);
+    assert_eq!(ours, (vec![(0, 450.0)], 0));
+    assert_eq!(
+        run_with(SimSemantics::REFERENCE, vec![server(4)], &jobs, None),
+        ours
+    );
+}
