@@ -41,6 +41,7 @@ const SETTING_FLAGS: &[(&str, &str)] = &[
     ("split", "--split"),
     ("profiles", "--profiles"),
     ("record_rounds", "--out or --plot"),
+    ("semantics", "--semantics"),
     // Importing a trace (`import::ImportOptions`).
     ("load_scale", "--load-scale"),
     ("states", "--states"),

@@ -10,7 +10,7 @@ use crate::error::InputError;
 use crate::sched::{Catalog, ClusterConfig};
 use crate::sim::sweep::Point;
 use crate::sim::trace::{self, GenConfig, GpuMode, JobListSeed};
-use crate::sim::{self, SimConfig, TraceSource};
+use crate::sim::{self, SimConfig, SimSemantics, TraceSource};
 use std::path::Path;
 
 /// What `simulate`'s flags ask for, checked: the sweep's axes and the cluster.
@@ -22,6 +22,7 @@ struct SweepSettings {
     job_list_seed: JobListSeed,
     split: [f64; 3],
     cluster: ClusterConfig,
+    semantics: SimSemantics,
 }
 
 /// Runs `simulate`.
@@ -40,6 +41,7 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         window,
         // Per-round records only feed --out and --plot; a sweep's summaries do without them.
         record_rounds: args.out.is_some() || args.plot.is_some(),
+        semantics: s.semantics,
     };
     // Claimed before the minutes of simulating, so that a second run into the same directory is refused
     // at once.
@@ -116,6 +118,7 @@ fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
         ));
     };
     sim::check_round(args.round_s)?;
+    let semantics = SimSemantics::by_name(args.semantics.trim())?;
     Ok(SweepSettings {
         policies,
         mechanisms,
@@ -124,6 +127,7 @@ fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
         job_list_seed,
         split: [image, language, speech],
         cluster: cluster_of(&args.cluster)?,
+        semantics,
     })
 }
 
@@ -225,7 +229,7 @@ fn trace_source(
         jobs: args.jobs,
     };
     // Validates the class models and shares before any thread starts.
-    trace::Generator::new(g.clone(), catalog)?;
+    trace::Generator::with_streams(g.clone(), catalog, s.semantics.streams)?;
     Ok(TraceSource::Generated(g))
 }
 

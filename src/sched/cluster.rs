@@ -2,6 +2,7 @@
 //! GPUs, cores and memory, with the jobs placed on it. It refuses to over-allocate any server.
 
 use crate::error::InputError;
+use crate::sched::semantics::Semantics;
 use crate::units::gb_to_gib;
 use serde::Deserialize;
 use std::path::Path;
@@ -235,6 +236,8 @@ pub struct ClusterState {
     pub open: Vec<u32>,
     /// Free GPUs in the whole cluster.
     pub free_gpus_total: u64,
+    /// The rules placement, demotion and speed follow (docs/simulate.md, "Two semantics").
+    pub semantics: Semantics,
 }
 
 impl ClusterState {
@@ -247,8 +250,13 @@ impl ClusterState {
             .expect("a cluster has servers")
     }
 
-    /// An empty cluster.
+    /// An empty cluster under this project's semantics.
     pub fn new(cfg: &ClusterConfig) -> ClusterState {
+        Self::with_semantics(cfg, Semantics::SYNERGY)
+    }
+
+    /// An empty cluster whose placements follow `semantics`.
+    pub fn with_semantics(cfg: &ClusterConfig, semantics: Semantics) -> ClusterState {
         let mut s = ClusterState {
             specs: cfg.servers.clone(),
             free_gpus: Vec::new(),
@@ -257,6 +265,7 @@ impl ClusterState {
             residents: vec![Vec::new(); cfg.servers.len()],
             open: Vec::new(),
             free_gpus_total: 0,
+            semantics,
         };
         s.reset();
         s

@@ -10,6 +10,7 @@ pub mod opt;
 pub mod place;
 pub mod policy;
 pub mod round;
+pub mod semantics;
 
 pub use catalog::{Catalog, JobModel};
 pub use cluster::{ClusterConfig, ClusterState, Part, ServerSpec};
@@ -17,6 +18,7 @@ pub use mechanism::{Greedy, Proportional, Tune};
 pub use opt::Opt;
 pub use policy::{Fifo, Ftf, Las, Srtf};
 pub use round::Round;
+pub use semantics::Semantics;
 
 /// A job that has arrived and not finished, as policies see it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,6 +5,7 @@
 use super::{Grant, Request};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterState, Part, ServerSpec, EPS};
+use crate::sched::semantics::{DemotionScope, Placement};
 
 /// What each GPU of a job brings with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,11 +44,25 @@ pub fn best_share(catalog: &Catalog, state: &ClusterState, req: &Request) -> Sha
     }
 }
 
-/// Finds room for `gpus` GPUs at `share` without taking it: one server if possible, else spread.
+/// Finds room for `gpus` GPUs at `share` without taking it: one server if possible, else spread; under
+/// the reference's [`Placement::FirstFitPerGpu`] spread at once, in server order.
 pub fn find(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
     if state.free_gpus_total < gpus as u64 {
         return None;
     }
+    if state.semantics.placement == Placement::OneServerFirst {
+        if let Some(one) = find_one_server(state, gpus, share) {
+            return Some(one);
+        }
+        if gpus == 1 {
+            return None;
+        }
+    }
+    find_spread(state, gpus, share)
+}
+
+/// The first server (in index order) that holds all `gpus` GPUs at `share`.
+fn find_one_server(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
     for &s in &state.open {
         let si = s as usize;
         if state.free_gpus[si] >= gpus {
@@ -62,9 +77,12 @@ pub fn find(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> 
             }
         }
     }
-    if gpus == 1 {
-        return None;
-    }
+    None
+}
+
+/// `gpus` GPUs at `share` over the servers in index order, each giving as many as it has room for: the
+/// same as taking GPU by GPU the first server with room for one more.
+fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
     let mut parts = Vec::new();
     let mut left = gpus;
     for &s in &state.open {
@@ -115,7 +133,10 @@ pub fn speeds(
         pc += p.gpus as f64 * spec.cpus_per_gpu();
         pm += p.gpus as f64 * spec.memory_gib_per_gpu();
     }
-    (m.speed(c / g, mem / g), m.speed(pc / g, pm / g))
+    let speed = state
+        .semantics
+        .speed(m, req.gpus, &state.widest_server(), c / g, mem / g);
+    (speed, m.speed(pc / g, pm / g))
 }
 
 /// How far above GPU-proportional share a job sits, in shares of cores plus shares of memory.
@@ -183,9 +204,98 @@ fn demote(
     freed
 }
 
-/// Tune's step 3: on servers with free GPUs, demote over-provisioned residents (most first) until job
-/// `slot` fits at GPU-proportional share; takes the room and returns the demotions made, or None.
+/// Tune's step 3: demote co-placed jobs until job `slot` fits at GPU-proportional share, as far as
+/// [`DemotionScope`] reaches; takes the room and returns the demotions made, or None.
 pub fn place_with_demotion(
+    catalog: &Catalog,
+    state: &mut ClusterState,
+    requests: &[Request],
+    grants: &mut [Grant],
+    slot: usize,
+) -> Option<u32> {
+    match state.semantics.demotion {
+        DemotionScope::EveryServer => demote_anywhere(catalog, state, requests, grants, slot),
+        DemotionScope::OneServer => {
+            let (d, placed) = demote_on_one_server(catalog, state, requests, grants, slot);
+            if placed {
+                return Some(d);
+            }
+            // The reference stops the whole simulation here; every runnable job runs in ours, so the
+            // search goes on over every server (docs/simulate.md, "Two semantics").
+            demote_anywhere(catalog, state, requests, grants, slot).map(|more| d + more)
+        }
+    }
+}
+
+/// The reference's step 3: the job's GPUs are looked for on one server (the first with enough free
+/// GPUs for a multi-GPU job, else the servers with the fewest free GPUs first), only the jobs placed
+/// there this round are demoted (single-server jobs first, then the most cores and memory per GPU),
+/// and the job is then placed at its share wherever it fits. Returns the demotions and whether it was
+/// placed.
+fn demote_on_one_server(
+    catalog: &Catalog,
+    state: &mut ClusterState,
+    requests: &[Request],
+    grants: &mut [Grant],
+    slot: usize,
+) -> (u32, bool) {
+    let gpus = requests[slot].gpus;
+    let servers = state.specs.len() as u32;
+    let targets: Vec<(u32, u32)> =
+        match (0..servers).find(|&s| gpus > 1 && state.free_gpus[s as usize] >= gpus) {
+            Some(s) => vec![(s, gpus)],
+            None => {
+                let mut open = state.open.clone();
+                open.sort_by_key(|&s| (state.free_gpus[s as usize], s));
+                let mut left = gpus;
+                let mut t = Vec::new();
+                for s in open {
+                    if left == 0 {
+                        break;
+                    }
+                    let k = state.free_gpus[s as usize].min(left);
+                    t.push((s, k));
+                    left -= k;
+                }
+                t
+            }
+        };
+    let mut demotions = 0;
+    for (s, k) in targets {
+        let si = s as usize;
+        let (c, m) = need(&state.specs[si], k, Share::Proportional);
+        let mut residents: Vec<usize> = state.residents[si].iter().map(|&r| r as usize).collect();
+        let per_gpu = |r: usize| {
+            let (g, c, m) = grants[r].totals();
+            (grants[r].parts.len(), c / g as f64, m / g as f64)
+        };
+        residents.sort_by(|&a, &b| {
+            let (pa, ca, ma) = per_gpu(a);
+            let (pb, cb, mb) = per_gpu(b);
+            pa.cmp(&pb).then(cb.total_cmp(&ca)).then(mb.total_cmp(&ma))
+        });
+        for r in residents {
+            if state.fits(si, k, c, m) {
+                break;
+            }
+            if demote(catalog, state, requests, grants, r) {
+                demotions += 1;
+            }
+        }
+    }
+    match find(state, gpus, Share::Proportional) {
+        Some(parts) => {
+            commit(state, slot, &parts);
+            grants[slot].parts = parts;
+            (demotions, true)
+        }
+        None => (demotions, false),
+    }
+}
+
+/// Our step 3: on servers with free GPUs, demote over-provisioned residents (most first) until job
+/// `slot` fits at GPU-proportional share.
+fn demote_anywhere(
     catalog: &Catalog,
     state: &mut ClusterState,
     requests: &[Request],

@@ -4,6 +4,7 @@
 //! jobs only: finished jobs leave the active list at once.
 
 use super::metrics::{FinishedJob, RoundRecord, SimResult};
+use super::semantics::{RoundEnd, SimSemantics};
 use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
 use super::SimError;
 use crate::error::InputError;
@@ -38,6 +39,9 @@ pub struct SimConfig {
     pub window: Option<(u64, u64)>,
     /// Keep a record per round (utilization over time).
     pub record_rounds: bool,
+    /// This project's rules or the reference simulator's (docs/simulate.md, "Two semantics"), for a
+    /// trace with multi-GPU jobs; a single-GPU trace always runs under this project's.
+    pub semantics: SimSemantics,
 }
 
 impl SimConfig {
@@ -48,6 +52,7 @@ impl SimConfig {
             round_s: 300.0,
             window: Some((4000, 4999)),
             record_rounds: true,
+            semantics: SimSemantics::SYNERGY,
         }
     }
 }
@@ -89,6 +94,11 @@ pub fn run(
             .into());
         }
     }
+    let multi_gpu = match &source {
+        TraceSource::Jobs(jobs) => jobs.iter().any(|j| j.gpus > 1),
+        TraceSource::Generated(g) => g.gpu_mode == GpuMode::Multi,
+    };
+    let semantics = cfg.semantics.for_trace(multi_gpu);
     let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {
@@ -142,12 +152,15 @@ pub fn run(
             if n == 0 {
                 return Err(InputError::setting("window", "no generated job falls in it").into());
             }
-            (Box::new(Generator::new(g, catalog)?), n)
+            (
+                Box::new(Generator::with_streams(g, catalog, semantics.streams)?),
+                n,
+            )
         }
     };
     let in_window = |id: u64| cfg.window.is_none_or(|(a, b)| id >= a && id <= b);
 
-    let mut state = ClusterState::new(&cfg.cluster);
+    let mut state = ClusterState::with_semantics(&cfg.cluster, semantics.core);
     let mut active: Vec<JobState> = Vec::new();
     let mut next = pending.next();
     let mut records: Vec<FinishedJob> = Vec::new();
@@ -224,7 +237,10 @@ pub fn run(
                 job.demotions += 1;
             }
             if job.remaining_iters <= iters {
-                let finish_s = now + job.remaining_iters as f64 / rate;
+                let finish_s = match semantics.round_end {
+                    RoundEnd::MidRound => now + job.remaining_iters as f64 / rate,
+                    RoundEnd::Boundary => now + cfg.round_s,
+                };
                 job.attained_s += finish_s - now;
                 job.remaining_iters = 0;
                 finished[i] = true;
@@ -279,6 +295,7 @@ pub fn run(
         super::metrics::RunFacts {
             policy: policy.name().to_string(),
             mechanism: mechanism.name().to_string(),
+            semantics: semantics.name().to_string(),
             end_s: now + cfg.round_s,
             rounds: rounds_run,
             job_rounds,
@@ -293,3 +310,6 @@ pub fn run(
         },
     ))
 }
+
+#[cfg(test)]
+mod semantics_tests;

@@ -88,6 +88,8 @@ pub struct RunFacts {
     pub policy: String,
     /// Mechanism name.
     pub mechanism: String,
+    /// Semantics name.
+    pub semantics: String,
     /// End of the last round, seconds.
     pub end_s: f64,
     /// Rounds simulated (idle stretches are skipped).
@@ -166,6 +168,8 @@ pub struct Summary {
     pub policy: String,
     /// Mechanism.
     pub mechanism: String,
+    /// The scheduling rules, `synergy` or `reference` (docs/simulate.md, "Two semantics").
+    pub semantics: String,
     /// JCT over measured jobs.
     pub jct: JctStats,
     /// First arrival to last finish of the measured jobs, hours.
@@ -249,6 +253,7 @@ impl SimResult {
         let summary = Summary {
             policy: f.policy,
             mechanism: f.mechanism,
+            semantics: f.semantics,
             jct,
             makespan_h: if measured.is_empty() {
                 0.0

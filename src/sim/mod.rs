@@ -5,12 +5,14 @@ pub mod engine;
 pub mod metrics;
 pub mod output;
 pub mod pyrandom;
+pub mod semantics;
 pub mod sweep;
 pub mod table;
 pub mod trace;
 
 pub use engine::{check_round, run, SimConfig, TraceSource};
 pub use metrics::{SimResult, Summary};
+pub use semantics::SimSemantics;
 
 /// Errors of the simulator.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@
 use crate::error::InputError;
 use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
+use crate::sim::semantics::TraceStreams;
 use crate::sim::table::{read_csv, CsvRecord};
 
 /// One job of a trace.
@@ -207,8 +208,11 @@ pub struct Generator {
     cfg: GenConfig,
     /// Durations (and, in multi-GPU mode, GPU counts) of the job list.
     job_list: PyRandom,
-    /// Inter-arrival gaps and the reference's unused class draw.
+    /// Inter-arrival gaps and the reference's unused class draw; in one-stream mode everything.
     arrivals: PyRandom,
+    /// Whether the job list is drawn from the arrivals' stream too ([`TraceStreams::OneForMultiGpu`]
+    /// with multi-GPU jobs).
+    one_stream: bool,
     classes: [Vec<u32>; 3],
     class_counts: [u64; 3],
     rotation: [usize; 3],
@@ -218,9 +222,20 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// A generator over the class models of `catalog`; every model of [`CLASS_MODELS`] whose class has a
-    /// positive share must be in the catalog.
+    /// A generator over the class models of `catalog` with this project's split streams; every model
+    /// of [`CLASS_MODELS`] whose class has a positive share must be in the catalog.
     pub fn new(cfg: GenConfig, catalog: &Catalog) -> Result<Generator, InputError> {
+        Self::with_streams(cfg, catalog, TraceStreams::Split)
+    }
+
+    /// A generator drawing as `streams` says: under [`TraceStreams::OneForMultiGpu`] a multi-GPU trace
+    /// takes every number from the run's seed, in the reference's synthetic mode's order (arrival,
+    /// duration mode and exponent, GPU count, unused model id), and the job-list seed is not read.
+    pub fn with_streams(
+        cfg: GenConfig,
+        catalog: &Catalog,
+        streams: TraceStreams,
+    ) -> Result<Generator, InputError> {
         if !(cfg.load_jobs_per_h.is_finite() && cfg.load_jobs_per_h > 0.0) {
             return Err(InputError::setting(
                 "load_jobs_per_h",
@@ -261,6 +276,7 @@ impl Generator {
         Ok(Generator {
             job_list: PyRandom::new(cfg.job_list_seed.for_run(cfg.seed)),
             arrivals: PyRandom::new(cfg.seed),
+            one_stream: streams == TraceStreams::OneForMultiGpu && cfg.gpu_mode == GpuMode::Multi,
             cfg,
             classes,
             class_counts: [0; 3],
@@ -307,7 +323,9 @@ impl Iterator for Generator {
         let u = self.arrivals.random();
         let gap_h = -(1.0 - u).ln() / self.cfg.load_jobs_per_h;
         self.now_s += (gap_h * 60.0 * 60.0).ceil();
-        self.arrivals.randint(0, REFERENCE_ZOO_MODELS - 1);
+        if !self.one_stream {
+            self.arrivals.randint(0, REFERENCE_ZOO_MODELS - 1);
+        }
 
         let class = self.next_class();
         self.class_counts[class] += 1;
@@ -315,20 +333,29 @@ impl Iterator for Generator {
         let model = models[self.rotation[class] % models.len()];
         self.rotation[class] += 1;
 
-        let duration_s = if self.job_list.random() >= 0.8 {
-            60.0 * 10f64.powf(self.job_list.uniform(3.0, 4.0))
+        let list = if self.one_stream {
+            &mut self.arrivals
         } else {
-            60.0 * 10f64.powf(self.job_list.uniform(1.5, 3.0))
+            &mut self.job_list
+        };
+        let duration_s = if list.random() >= 0.8 {
+            60.0 * 10f64.powf(list.uniform(3.0, 4.0))
+        } else {
+            60.0 * 10f64.powf(list.uniform(1.5, 3.0))
         };
         let gpus = match self.cfg.gpu_mode {
             GpuMode::Single => 1,
-            GpuMode::Multi => match self.job_list.uniform(0.0, 1.0) {
+            GpuMode::Multi => match list.uniform(0.0, 1.0) {
                 r if r >= 0.95 => 8,
                 r if r >= 0.8 => 4,
                 r if r >= 0.7 => 2,
                 _ => 1,
             },
         };
+        if self.one_stream {
+            // The reference draws its (unused) model id after the job's numbers in this mode.
+            self.arrivals.randint(0, REFERENCE_ZOO_MODELS - 1);
+        }
         // Whole iterations, truncated as the reference does.
         let iters = (duration_s / self.iter_time_s[model as usize])
             .trunc()
@@ -570,5 +597,100 @@ mod tests {
         assert_eq!(work(&jobs(42, JobListSeed::Run)), work(&a));
         assert_ne!(work(&jobs(2, JobListSeed::Run)), work(&a));
         assert!(a.iter().all(|j| j.arrival_s.fract() == 0.0));
+    }
+
+    /// The zoo's profiles, whose iteration times are the reference's.
+    fn zoo() -> Catalog {
+        Catalog::load_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/zoo"))
+            .unwrap()
+    }
+
+    fn reference_multi(seed: u64, load: f64, jobs: u64) -> Vec<TraceJob> {
+        let cfg = GenConfig {
+            seed,
+            job_list_seed: JobListSeed::Fixed(42),
+            load_jobs_per_h: load,
+            split: [20.0, 70.0, 10.0],
+            gpu_mode: GpuMode::Multi,
+            jobs: Some(jobs),
+        };
+        Generator::with_streams(cfg, &zoo(), TraceStreams::OneForMultiGpu)
+            .unwrap()
+            .collect()
+    }
+
+    #[test]
+    fn one_stream_multi_gpu_traces_replay_the_reference_generator() {
+        let c = zoo();
+        // Printed by the reference's own `Workload` in its synthetic mode (cluster_job_log None,
+        // split (20,70,10), 8 GPUs / 24 cores / 500 GB servers) after `random.seed(42)`, at 9 jobs/h:
+        // job id, model, arrival (s), iterations, GPUs.
+        let want: [(u64, &str, f64, u64, u32); 16] = [
+            (0, "alexnet", 409.0, 8176, 1),
+            (1, "gnmt", 861.0, 610813, 1),
+            (2, "transformer", 901.0, 22651, 1),
+            (3, "m5", 1119.0, 8265, 4),
+            (4, "lstm", 1599.0, 295105, 8),
+            (5, "gnmt", 1643.0, 54630, 1),
+            (6, "res18", 2302.0, 18893, 8),
+            (7, "transformer", 2335.0, 24833, 4),
+            (8, "lstm", 2680.0, 202066, 1),
+            (9, "gnmt", 4366.0, 3676661, 1),
+            (10, "res50", 4770.0, 8736, 1),
+            (11, "transformer", 5255.0, 3623, 1),
+            (4000, "alexnet", 1636080.0, 4368, 1),
+            (4001, "transformer", 1636415.0, 14487, 1),
+            (4002, "lstm", 1636689.0, 188012, 4),
+            (4999, "transformer", 2042730.0, 348631, 1),
+        ];
+        let jobs = reference_multi(42, 9.0, 5000);
+        for (id, model, arrival_s, iters, gpus) in want {
+            let j = jobs[id as usize];
+            assert_eq!(
+                (
+                    j.id,
+                    c.get(j.model as usize).name.as_str(),
+                    j.arrival_s,
+                    j.iters,
+                    j.gpus
+                ),
+                (id, model, arrival_s, iters, gpus),
+                "job {id}"
+            );
+        }
+        // Its GPU counts over jobs 0-4999: 3530 x 1, 486 x 2, 761 x 4, 223 x 8.
+        let count = |g: u32| jobs.iter().filter(|j| j.gpus == g).count();
+        assert_eq!(
+            [count(1), count(2), count(4), count(8)],
+            [3530, 486, 761, 223]
+        );
+        // Seed 7 at 4.5 jobs/h: the seed moves everything, durations too.
+        let seven: Vec<(f64, u64)> = reference_multi(7, 4.5, 3)
+            .iter()
+            .map(|j| (j.arrival_s, j.iters))
+            .collect();
+        assert_eq!(seven, vec![(314.0, 29950), (394.0, 366037), (849.0, 3873)]);
+        // Our split streams draw another trace from the same seed (arrivals agree, durations do not).
+        let split: Vec<TraceJob> = Generator::new(
+            GenConfig {
+                seed: 42,
+                job_list_seed: JobListSeed::Fixed(42),
+                load_jobs_per_h: 9.0,
+                split: [20.0, 70.0, 10.0],
+                gpu_mode: GpuMode::Multi,
+                jobs: Some(12),
+            },
+            &c,
+        )
+        .unwrap()
+        .collect();
+        assert_eq!(split[0].arrival_s, 409.0);
+        assert_ne!(
+            split.iter().map(|j| (j.iters, j.gpus)).collect::<Vec<_>>(),
+            jobs[..12]
+                .iter()
+                .map(|j| (j.iters, j.gpus))
+                .collect::<Vec<_>>()
+        );
     }
 }

@@ -13,7 +13,7 @@ use synergy::sched::{
     MECHANISMS, POLICIES,
 };
 use synergy::sim::trace::{GenConfig, GpuMode, JobListSeed, TraceJob};
-use synergy::sim::{run, SimConfig, TraceSource};
+use synergy::sim::{run, SimConfig, SimSemantics, TraceSource};
 
 fn zoo() -> Catalog {
     Catalog::load_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/zoo"))
@@ -114,19 +114,27 @@ fn gen(seed: u64, jobs: u64, load: f64, multi: bool) -> TraceSource {
 }
 
 fn cfg(cluster: ClusterConfig) -> SimConfig {
+    cfg_with(cluster, SimSemantics::SYNERGY)
+}
+
+fn cfg_with(cluster: ClusterConfig, semantics: SimSemantics) -> SimConfig {
     SimConfig {
         cluster,
         round_s: 300.0,
         window: None,
         record_rounds: true,
+        semantics,
     }
 }
+
+/// Both sets of scheduling rules (docs/simulate.md, "Two semantics").
+const BOTH: [SimSemantics; 2] = [SimSemantics::SYNERGY, SimSemantics::REFERENCE];
 
 #[test]
 fn no_server_is_over_allocated_and_every_job_finishes() {
     let _host = common::shared();
     let catalog = zoo();
-    for seed in 1..=3u64 {
+    for (seed, sem) in (1..=3u64).flat_map(|s| BOTH.map(|sem| (s, sem))) {
         for mech in MECHANISMS {
             for policy in POLICIES {
                 let multi = seed % 2 == 1;
@@ -138,7 +146,7 @@ fn no_server_is_over_allocated_and_every_job_finishes() {
                 let p = policy_by_name(policy).unwrap();
                 let r = run(
                     &catalog,
-                    &cfg(small_cluster()),
+                    &cfg_with(small_cluster(), sem),
                     gen(seed, 150, 4.0, multi),
                     p.as_ref(),
                     &mut m,
@@ -148,7 +156,8 @@ fn no_server_is_over_allocated_and_every_job_finishes() {
                 assert_eq!(
                     r.jobs.len(),
                     150,
-                    "{policy}/{mech} seed {seed}: not every job finished"
+                    "{policy}/{mech} seed {seed} ({}): not every job finished",
+                    sem.name()
                 );
                 assert!(r
                     .jobs
@@ -183,7 +192,7 @@ fn tune_never_runs_a_job_below_proportional_and_serves_the_same_jobs() {
             },
         ],
     };
-    for seed in 1..=4u64 {
+    for (seed, sem) in (1..=4u64).flat_map(|s| BOTH.map(|sem| (s, sem))) {
         for mech in ["tune", "opt"] {
             let mut m = Checked {
                 inner: mechanism_by_name(mech).unwrap(),
@@ -193,7 +202,7 @@ fn tune_never_runs_a_job_below_proportional_and_serves_the_same_jobs() {
             let p = policy_by_name("las").unwrap();
             let r = run(
                 &catalog,
-                &cfg(cluster.clone()),
+                &cfg_with(cluster.clone(), sem),
                 gen(seed, 120, 3.0, true),
                 p.as_ref(),
                 &mut m,
@@ -506,6 +515,10 @@ fn malformed_cluster_files_and_flags_are_refused() {
     assert_input_error(
         &["simulate", "--profiles", &p, "--job-list-seed", "twelve"],
         &["--job-list-seed", "twelve"],
+    );
+    assert_input_error(
+        &["simulate", "--profiles", &p, "--semantics", "gavel"],
+        &["--semantics", "gavel", "synergy, reference"],
     );
     assert_input_error(
         &["simulate", "--profiles", "/nonexistent-dir"],

@@ -23,6 +23,8 @@ pub fn predict(
         round_s,
         window: None,
         record_rounds: false,
+        // The executor plans by this project's rules, so its preview does too.
+        semantics: sim::SimSemantics::SYNERGY,
     };
     let r = sim::run(
         &list.catalog,
