@@ -6,7 +6,7 @@
 use super::RawJob;
 use crate::error::InputError;
 use crate::sched::catalog::Catalog;
-use crate::sim::trace::CLASS_MODELS;
+use crate::sim::trace::ClassRotation;
 use regex::Regex;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -230,84 +230,5 @@ impl Assigner {
             }
         }
         self.rotation.next_model()
-    }
-}
-
-/// The generated traces' model choice: the class furthest below its share so far (ties to the earlier
-/// class), then that class's models in turn (docs/architecture.md §5.2).
-#[derive(Debug)]
-pub struct ClassRotation {
-    split: [f64; 3],
-    classes: [Vec<usize>; 3],
-    counts: [u64; 3],
-    next: [usize; 3],
-}
-
-impl ClassRotation {
-    fn empty() -> ClassRotation {
-        ClassRotation {
-            split: [0.0; 3],
-            classes: Default::default(),
-            counts: [0; 3],
-            next: [0; 3],
-        }
-    }
-
-    /// The rotation over the class models of `catalog` with target shares `split`; every model of a class
-    /// with a positive share must be in the catalog.
-    pub fn new(split: [f64; 3], catalog: &Catalog) -> Result<ClassRotation, InputError> {
-        let total: f64 = split.iter().sum();
-        if split.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || total.is_nan() || total <= 0.0 {
-            return Err(InputError::setting(
-                "split",
-                "needs three non-negative shares (image,language,speech) with a positive sum",
-            ));
-        }
-        let mut classes: [Vec<usize>; 3] = Default::default();
-        for (k, (class, names)) in CLASS_MODELS.iter().enumerate() {
-            if split[k] <= 0.0 {
-                continue;
-            }
-            for n in names.iter() {
-                classes[k].push(catalog.index(n).ok_or_else(|| {
-                    InputError::setting(
-                        "profiles",
-                        format!(
-                            "the class split needs the {class} model `{n}`, which no profile names \
-                             (the published zoo is in profiles/zoo)"
-                        ),
-                    )
-                })?);
-            }
-        }
-        Ok(ClassRotation {
-            split: split.map(|s| s / total),
-            classes,
-            counts: [0; 3],
-            next: [0; 3],
-        })
-    }
-
-    /// The next job's model.
-    pub fn next_model(&mut self) -> usize {
-        let so_far: u64 = self.counts.iter().sum();
-        let mut class = 0;
-        let mut best = f64::NEG_INFINITY;
-        for k in (0..3).filter(|&k| !self.classes[k].is_empty()) {
-            let deficit = if so_far == 0 {
-                0.0
-            } else {
-                self.split[k] - self.counts[k] as f64 / so_far as f64
-            };
-            if deficit > best {
-                best = deficit;
-                class = k;
-            }
-        }
-        self.counts[class] += 1;
-        let models = &self.classes[class];
-        let m = models[self.next[class] % models.len()];
-        self.next[class] += 1;
-        m
     }
 }

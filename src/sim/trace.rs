@@ -196,6 +196,87 @@ pub const CLASS_MODELS: [(&str, &[&str]); 3] = [
     ("speech", &["m5", "deepspeech"]),
 ];
 
+/// The generated traces' model choice: the class furthest below its share so far (ties to the earlier
+/// class), then that class's models in turn (docs/architecture.md §5.2): the reference's order of
+/// preference, computed as it computes it; imported traces that name no model use it too.
+#[derive(Debug, Clone)]
+pub struct ClassRotation {
+    split: [f64; 3],
+    classes: [Vec<usize>; 3],
+    counts: [u64; 3],
+    next: [usize; 3],
+}
+
+impl ClassRotation {
+    /// A rotation with no class: for a rule that never asks it.
+    pub fn empty() -> ClassRotation {
+        ClassRotation {
+            split: [0.0; 3],
+            classes: Default::default(),
+            counts: [0; 3],
+            next: [0; 3],
+        }
+    }
+
+    /// The rotation over the class models of `catalog` with target shares `split`; every model of a class
+    /// with a positive share must be in the catalog.
+    pub fn new(split: [f64; 3], catalog: &Catalog) -> Result<ClassRotation, InputError> {
+        let total: f64 = split.iter().sum();
+        if split.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || total.is_nan() || total <= 0.0 {
+            return Err(InputError::setting(
+                "split",
+                "needs three non-negative shares (image,language,speech) with a positive sum",
+            ));
+        }
+        let mut classes: [Vec<usize>; 3] = Default::default();
+        for (k, (class, names)) in CLASS_MODELS.iter().enumerate() {
+            if split[k] <= 0.0 {
+                continue;
+            }
+            for n in names.iter() {
+                classes[k].push(catalog.index(n).ok_or_else(|| {
+                    InputError::setting(
+                        "profiles",
+                        format!(
+                            "the class split needs the {class} model `{n}`, which no profile names \
+                             (the published zoo is in profiles/zoo)"
+                        ),
+                    )
+                })?);
+            }
+        }
+        Ok(ClassRotation {
+            split: split.map(|s| s / total),
+            classes,
+            counts: [0; 3],
+            next: [0; 3],
+        })
+    }
+
+    /// The next job's model.
+    pub fn next_model(&mut self) -> usize {
+        let so_far: u64 = self.counts.iter().sum();
+        let mut class = 0;
+        let mut best = f64::NEG_INFINITY;
+        for k in (0..3).filter(|&k| !self.classes[k].is_empty()) {
+            let deficit = if so_far == 0 {
+                0.0
+            } else {
+                self.split[k] - self.counts[k] as f64 / so_far as f64
+            };
+            if deficit > best {
+                best = deficit;
+                class = k;
+            }
+        }
+        self.counts[class] += 1;
+        let models = &self.classes[class];
+        let m = models[self.next[class] % models.len()];
+        self.next[class] += 1;
+        m
+    }
+}
+
 /// An endless (or `jobs`-long) stream of generated jobs in arrival order.
 ///
 /// It draws exactly what the reference simulator draws, from the same CPython random streams, so a seed
@@ -213,9 +294,7 @@ pub struct Generator {
     /// Whether the job list is drawn from the arrivals' stream too ([`TraceStreams::OneForMultiGpu`]
     /// with multi-GPU jobs).
     one_stream: bool,
-    classes: [Vec<u32>; 3],
-    class_counts: [u64; 3],
-    rotation: [usize; 3],
+    rotation: ClassRotation,
     iter_time_s: Vec<f64>,
     next_id: u64,
     now_s: f64,
@@ -242,69 +321,17 @@ impl Generator {
                 "must be a positive number of jobs per hour",
             ));
         }
-        if cfg.split.iter().any(|s| !(s.is_finite() && *s >= 0.0))
-            || cfg.split.iter().sum::<f64>() <= 0.0
-        {
-            return Err(InputError::setting(
-                "split",
-                "needs three non-negative shares (image,language,speech) with a positive sum",
-            ));
-        }
-        let mut classes: [Vec<u32>; 3] = Default::default();
-        for (k, (class, names)) in CLASS_MODELS.iter().enumerate() {
-            if cfg.split[k] <= 0.0 {
-                continue;
-            }
-            for n in names.iter() {
-                let i = catalog.index(n).ok_or_else(|| {
-                    InputError::setting(
-                        "profiles",
-                        format!(
-                            "generated traces need the {class} model `{n}`, which no profile names \
-                             (the published zoo is in profiles/zoo)"
-                        ),
-                    )
-                })?;
-                classes[k].push(i as u32);
-            }
-        }
-        let total: f64 = cfg.split.iter().sum();
-        let mut cfg = cfg;
-        for s in &mut cfg.split {
-            *s /= total;
-        }
+        let rotation = ClassRotation::new(cfg.split, catalog)?;
         Ok(Generator {
             job_list: PyRandom::new(cfg.job_list_seed.for_run(cfg.seed)),
             arrivals: PyRandom::new(cfg.seed),
             one_stream: streams == TraceStreams::OneForMultiGpu && cfg.gpu_mode == GpuMode::Multi,
             cfg,
-            classes,
-            class_counts: [0; 3],
-            rotation: [0; 3],
+            rotation,
             iter_time_s: catalog.models.iter().map(|m| m.iter_time_s).collect(),
             next_id: 0,
             now_s: 0.0,
         })
-    }
-
-    /// The class furthest below its target share among the jobs so far (all even before the first job),
-    /// ties to the earlier class: the reference's order of preference, computed as it computes it.
-    fn next_class(&self) -> usize {
-        let so_far: u64 = self.class_counts.iter().sum();
-        let mut class = 0;
-        let mut best = f64::NEG_INFINITY;
-        for k in (0..3).filter(|&k| !self.classes[k].is_empty()) {
-            let deficit = if so_far == 0 {
-                0.0
-            } else {
-                self.cfg.split[k] - self.class_counts[k] as f64 / so_far as f64
-            };
-            if deficit > best {
-                best = deficit;
-                class = k;
-            }
-        }
-        class
     }
 }
 
@@ -327,11 +354,7 @@ impl Iterator for Generator {
             self.arrivals.randint(0, REFERENCE_ZOO_MODELS - 1);
         }
 
-        let class = self.next_class();
-        self.class_counts[class] += 1;
-        let models = &self.classes[class];
-        let model = models[self.rotation[class] % models.len()];
-        self.rotation[class] += 1;
+        let model = self.rotation.next_model() as u32;
 
         let list = if self.one_stream {
             &mut self.arrivals
