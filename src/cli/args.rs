@@ -73,7 +73,28 @@ pub(super) enum TraceCmd {
     /// Turn a cluster trace (Philly, Helios, PAI, Acme, sacct, Gavel, Tiresias) into the simulator's
     /// trace CSV, saying on stderr what was kept, dropped and assumed.
     #[command(after_help = TRACE_IMPORT_EXAMPLES)]
-    Import(TraceImportArgs),
+    Import(Box<TraceImportArgs>),
+    /// Write the cluster file of the machines a trace ran on (Philly's machine list, PAI's machine spec,
+    /// or `sinfo` output), machines of one shape grouped.
+    #[command(
+        after_help = "Examples:\n  synergy trace cluster --format philly cluster_machine_list --out philly.toml\n  sinfo -N -h -o \"%N %c %m %G\" > nodes.txt && synergy trace cluster --format sinfo nodes.txt --out mine.toml"
+    )]
+    Cluster {
+        /// The machine list's format.
+        #[arg(long, value_enum)]
+        format: crate::import::machines::MachineFormat,
+        /// The machine list.
+        file: PathBuf,
+        /// Where to write the cluster file (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Cores per GPU, for lists that give only GPUs (Philly), more than 0.
+        #[arg(long, default_value_t = 3.0)]
+        cpus_per_gpu: f64,
+        /// Memory per GPU, decimal GB, for lists that give only GPUs (Philly), more than 0.
+        #[arg(long, default_value_t = 62.5)]
+        mem_gb_per_gpu: f64,
+    },
 }
 
 const TRACE_IMPORT_EXAMPLES: &str = "Examples:

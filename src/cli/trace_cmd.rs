@@ -5,9 +5,10 @@
 use super::args::{ClusterFlags, TraceCmd, TraceImportArgs};
 use super::render;
 use super::simulate_cmd::cluster_of;
-use super::values::parse_list;
+use super::values::{check_positive, parse_list};
 use crate::error::InputError;
 use crate::import::assign::{read_map, ModelRule};
+use crate::import::machines::{read_machines, to_cluster_toml, PerGpu};
 use crate::import::{self, time::parse_time, ImportOptions, JobState, WideJobs};
 use crate::sched::catalog::Catalog;
 use std::path::Path;
@@ -15,7 +16,38 @@ use std::path::Path;
 /// Runs a `trace` subcommand.
 pub(super) fn trace_cmd(cmd: TraceCmd) -> anyhow::Result<i32> {
     match cmd {
-        TraceCmd::Import(args) => import_cmd(args),
+        TraceCmd::Import(args) => import_cmd(*args),
+        TraceCmd::Cluster {
+            format,
+            file,
+            out,
+            cpus_per_gpu,
+            mem_gb_per_gpu,
+        } => {
+            check_positive("--cpus-per-gpu", cpus_per_gpu)?;
+            check_positive("--mem-gb-per-gpu", mem_gb_per_gpu)?;
+            let per_gpu = PerGpu {
+                cpus: cpus_per_gpu,
+                memory_gb: mem_gb_per_gpu,
+            };
+            let groups = read_machines(format, &file, per_gpu)?;
+            let text = to_cluster_toml(&groups);
+            match &out {
+                Some(p) => {
+                    crate::fsutil::write_atomic(p, text.as_bytes())
+                        .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display()))?;
+                    let servers: u32 = groups.iter().map(|g| g.count).sum();
+                    let gpus: u64 = groups.iter().map(|g| g.count as u64 * g.gpus as u64).sum();
+                    eprintln!(
+                        "synergy: wrote {} ({servers} servers in {} shapes, {gpus} GPUs)",
+                        p.display(),
+                        groups.len()
+                    );
+                }
+                None => out!("{text}")?,
+            }
+            Ok(0)
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod assign;
 mod formats;
+pub mod machines;
 mod philly;
 pub mod time;
 

@@ -331,6 +331,28 @@ const TABLE: &[Row] = &[
         NONE,
         &["--format", "nope"],
     ),
+    // trace cluster
+    row(
+        &["trace", "cluster", "--format", "sinfo", "n.txt"],
+        &[("n.txt", "node01 64 lots gpu:8\n")],
+        &["n.txt", "line 1", "memory"],
+    ),
+    row(
+        &["trace", "cluster", "--format", "sinfo", "n.txt"],
+        &[("n.txt", "node01 64 1000 gpu:x\n")],
+        &["n.txt", "line 1", "gres"],
+    ),
+    row(
+        &["trace", "cluster", "--format", "pai", "m.csv"],
+        &[("m.csv", "m_0,V100,96\n")],
+        &["m.csv", "line 1", "5"],
+    ),
+    row(
+        &["trace", "cluster", "--format", "philly", "{root}/tests/data/traces/cluster_machine_list", "--cpus-per-gpu", "0"],
+        NONE,
+        &["--cpus-per-gpu"],
+    ),
+    row(&["trace", "cluster", "--format", "philly", "missing.csv"], NONE, &["missing.csv"]),
     // workload run
     row(
         &["workload", "run", "text", "--dataset", "d", "--gpu-rate", "9", "--batch-size", "0"],

@@ -315,3 +315,84 @@ fn bad_traces_name_the_file_line_and_field() {
         "no output appeared"
     );
 }
+
+#[test]
+fn machine_lists_become_cluster_files_that_simulate_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let zoo = zoo();
+    // (format, file, the cluster's servers as (count, gpus, cpus, memory_gb))
+    let cases = [
+        (
+            "philly",
+            "cluster_machine_list",
+            vec![(2, 8, 24.0, 500.0), (1, 2, 6.0, 125.0)],
+        ),
+        (
+            "pai",
+            "pai_machine_spec.csv",
+            vec![(2, 8, 96.0, 512.0), (1, 2, 96.0, 512.0)],
+        ),
+        // 515000 MiB is 540.017 GB; the CPU-only node is left out.
+        (
+            "sinfo",
+            "nodes.sinfo",
+            vec![(2, 8, 64.0, 540.017), (1, 4, 32.0, 269.484)],
+        ),
+    ];
+    for (format, file, want) in cases {
+        let out = dir.path().join(format!("{format}.toml"));
+        let out_s = out.display().to_string();
+        let o = run(&[
+            "trace",
+            "cluster",
+            "--format",
+            format,
+            &data(file),
+            "--out",
+            &out_s,
+        ]);
+        assert!(o.status.success(), "{o:?}");
+        let v: toml::Value = toml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let got: Vec<(i64, i64, f64, f64)> = v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["count"].as_integer().unwrap(),
+                    s["gpus"].as_integer().unwrap(),
+                    s["cpus"].as_float().unwrap(),
+                    s["memory_gb"].as_float().unwrap(),
+                )
+            })
+            .collect();
+        let want: Vec<(i64, i64, f64, f64)> = want.into_iter().collect();
+        assert_eq!(got, want, "{format}");
+        // The cluster file is one simulate takes.
+        let o = run(&[
+            "simulate",
+            "--profiles",
+            &zoo,
+            "--cluster",
+            &out_s,
+            "--trace",
+            &data("helios.csv"),
+            "--trace-format",
+            "helios",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{format}: {o:?}");
+    }
+    let bad = dir.path().join("bad.sinfo");
+    std::fs::write(&bad, "node01 64 lots gpu:8\n").unwrap();
+    let b = bad.display().to_string();
+    assert_input_error(
+        &["trace", "cluster", "--format", "sinfo", &b],
+        &[&b, "line 1", "memory", "lots"],
+    );
+    std::fs::write(&bad, "cpu01 128 1030000 (null)\n").unwrap();
+    assert_input_error(
+        &["trace", "cluster", "--format", "sinfo", &b],
+        &[&b, "no machine with a GPU"],
+    );
+}

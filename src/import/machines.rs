@@ -1,0 +1,193 @@
+//! The cluster a trace ran on, where the trace describes it (docs/traces.md): Philly's
+//! `cluster_machine_list`, PAI's `pai_machine_spec`, or Slurm's `sinfo` with a stated output format.
+//! Machines of one shape become one `[[servers]]` group of a cluster file (`sched::cluster`).
+
+use crate::error::InputError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Where a machine list comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum MachineFormat {
+    /// Philly `cluster_machine_list` (`machineId,number of GPUs,single GPU mem`): GPUs only, so cores and
+    /// memory come from the per-GPU defaults.
+    Philly,
+    /// PAI `pai_machine_spec` (`machine,gpu_type,cap_cpu,cap_mem,cap_gpu`; cores, GB, GPUs; no header).
+    Pai,
+    /// `sinfo -N -h -o "%N %c %m %G"`: node, cores, memory in MiB, GRES (`gpu:4`, `gpu:a100:4(S:0-1)`).
+    Sinfo,
+}
+
+/// Cores and memory per GPU for machine lists that give only GPUs.
+#[derive(Debug, Clone, Copy)]
+pub struct PerGpu {
+    /// Cores per GPU.
+    pub cpus: f64,
+    /// Memory per GPU, decimal GB.
+    pub memory_gb: f64,
+}
+
+/// One shape of machine and how many the list has.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineGroup {
+    /// Machines of this shape.
+    pub count: u32,
+    /// GPUs each.
+    pub gpus: u32,
+    /// Cores each.
+    pub cpus: f64,
+    /// Memory each, decimal GB.
+    pub memory_gb: f64,
+}
+
+/// Reads a machine list into groups of identical machines (largest first); machines without a GPU are
+/// left out, since no job of a GPU trace runs on them. Errors name the file, line and field.
+pub fn read_machines(
+    format: MachineFormat,
+    path: &Path,
+    per_gpu: PerGpu,
+) -> Result<Vec<MachineGroup>, InputError> {
+    let origin = path.display().to_string();
+    let text = match crate::fsutil::read_user_text(path, "a machine list") {
+        Ok(t) => t,
+        Err(crate::fsutil::ReadError::Input(e)) => return Err(e),
+        Err(crate::fsutil::ReadError::Io(e)) => {
+            return Err(InputError::new(&origin, e.to_string()))
+        }
+    };
+    let mut shapes: BTreeMap<(u32, u64, u64), u32> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let at = format!("{origin}, line {}", i + 1);
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let num = |v: &str, field: &str| -> Result<f64, InputError> {
+            v.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite() && *x >= 0.0)
+                .ok_or_else(|| {
+                    InputError::field(
+                        &at,
+                        field,
+                        format!("`{}` is not a number of at least 0", v.trim()),
+                    )
+                })
+        };
+        let (gpus, cpus, memory_gb) = match format {
+            MachineFormat::Philly => {
+                let f: Vec<&str> = line.split(',').collect();
+                if i == 0 && f.first().is_some_and(|h| h.trim() == "machineId") {
+                    continue;
+                }
+                let g = num(f.get(1).copied().unwrap_or(""), "number of GPUs")?;
+                (g, g * per_gpu.cpus, g * per_gpu.memory_gb)
+            }
+            MachineFormat::Pai => {
+                let f: Vec<&str> = line.split(',').collect();
+                if i == 0 && f.first().is_some_and(|h| h.trim() == "machine") {
+                    continue;
+                }
+                if f.len() < 5 {
+                    return Err(InputError::new(at, format!("has {} fields; a PAI machine spec line has 5 (machine,gpu_type,cap_cpu,cap_mem,cap_gpu)", f.len())));
+                }
+                (
+                    num(f[4], "cap_gpu")?,
+                    num(f[2], "cap_cpu")?,
+                    num(f[3], "cap_mem")?,
+                )
+            }
+            MachineFormat::Sinfo => {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 4 {
+                    return Err(InputError::new(
+                        at,
+                        "has fewer than 4 fields; write it with sinfo -N -h -o \"%N %c %m %G\"",
+                    ));
+                }
+                let mib = num(f[2], "memory")?;
+                (
+                    sinfo_gpus(f[3]).ok_or_else(|| {
+                        InputError::field(&at, "gres", format!("`{}` is not a GRES list", f[3]))
+                    })?,
+                    num(f[1], "cpus")?,
+                    mib * 1_048_576.0 / 1e9,
+                )
+            }
+        };
+        if gpus.fract() != 0.0 || gpus > u32::MAX as f64 {
+            return Err(InputError::field(
+                &at,
+                "gpus",
+                format!("`{gpus}` is not a whole number of GPUs"),
+            ));
+        }
+        if gpus == 0.0 {
+            continue;
+        }
+        // Shapes are grouped at milli-core and megabyte precision.
+        let key = (
+            gpus as u32,
+            (cpus * 1000.0).round() as u64,
+            (memory_gb * 1000.0).round() as u64,
+        );
+        *shapes.entry(key).or_default() += 1;
+    }
+    if shapes.is_empty() {
+        return Err(InputError::new(origin, "lists no machine with a GPU"));
+    }
+    let mut groups: Vec<MachineGroup> = shapes
+        .into_iter()
+        .map(|((gpus, mc, mmb), count)| MachineGroup {
+            count,
+            gpus,
+            cpus: mc as f64 / 1000.0,
+            memory_gb: mmb as f64 / 1000.0,
+        })
+        .collect();
+    groups.sort_by_key(|g| std::cmp::Reverse((g.gpus, g.count)));
+    Ok(groups)
+}
+
+/// GPUs in a Slurm GRES list: `gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:a100:2,gpu:v100:2`, `(null)` (none).
+fn sinfo_gpus(gres: &str) -> Option<f64> {
+    if gres == "(null)" {
+        return Some(0.0);
+    }
+    let mut total = 0.0;
+    for item in gres.split(',') {
+        let item = item.split('(').next()?;
+        let mut parts = item.split(':');
+        if parts.next()? != "gpu" {
+            continue;
+        }
+        total += parts.next_back()?.parse::<f64>().ok()?;
+    }
+    Some(total)
+}
+
+/// The groups as a cluster file (`[[servers]]` with count, gpus, cpus, memory_gb).
+pub fn to_cluster_toml(groups: &[MachineGroup]) -> String {
+    #[derive(Serialize)]
+    struct File<'a> {
+        servers: &'a [MachineGroup],
+    }
+    toml::to_string(&File { servers: groups }).expect("plain numbers serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gres_lists() {
+        assert_eq!(sinfo_gpus("gpu:4"), Some(4.0));
+        assert_eq!(sinfo_gpus("gpu:a100:4(S:0-1)"), Some(4.0));
+        assert_eq!(sinfo_gpus("gpu:a100:2,gpu:v100:2,mps:100"), Some(4.0));
+        assert_eq!(sinfo_gpus("(null)"), Some(0.0));
+        assert_eq!(sinfo_gpus("gpu:x"), None);
+    }
+}
