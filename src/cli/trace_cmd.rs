@@ -116,14 +116,7 @@ pub(super) fn import_options(
 ) -> Result<ImportOptions, InputError> {
     let cluster = cluster_of(cluster)?;
     let states = if states.trim() == "all" {
-        vec![
-            JobState::Completed,
-            JobState::Failed,
-            JobState::Cancelled,
-            JobState::Timeout,
-            JobState::Running,
-            JobState::Other,
-        ]
+        <JobState as clap::ValueEnum>::value_variants().to_vec()
     } else {
         states
             .split(',')
