@@ -268,8 +268,10 @@ pub(crate) fn run_on(
     )?;
     let planner = Planner::new(list.catalog.clone(), servers.clone(), policy, mechanism);
     let jobs_dir = job_state_dir(&cfg.state_path);
-    let state = open_state(list, backend, cfg, &jobs_dir, &*clock, log)?;
+    // Datasets are prepared before the run's clock starts (the state file's start time), so that a
+    // first run's JCTs do not count generating them.
     let launches = Launches::prepare(list, &*backend, &jobs_dir, cancel)?;
+    let state = open_state(list, backend, cfg, &jobs_dir, &*clock, log)?;
     let learner = learn::Learner::open(
         list,
         &cfg.state_path,

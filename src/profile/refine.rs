@@ -721,4 +721,29 @@ mod tests {
         assert_eq!(a, b);
         monotone(&a.0);
     }
+
+    /// The log recorded from a real run (tests/data): an image job given the audio profile beside one
+    /// given its own, on a host so busy that every round was disturbed.
+    #[test]
+    fn a_recorded_log_refines_deterministically_and_monotonically() {
+        let log = std::path::Path::new("tests/data/image-on-audio.observations.jsonl");
+        let obs = crate::exec::observe::read_log(log).unwrap();
+        assert!(obs.len() >= 10, "{}", obs.len());
+        let from = vec![log.display().to_string()];
+        for name in ["audio", "image"] {
+            let p = Profile::read(std::path::Path::new(&format!("profiles/{name}.json"))).unwrap();
+            // Every line was disturbed: left out, nothing is left to refine from.
+            let e = refine(&p, name, &obs, &from, false).unwrap_err();
+            assert!(e.message.contains("disturbed"), "{e}");
+            let a = refine(&p, name, &obs, &from, true).unwrap();
+            let b = refine(&p, name, &obs, &from, true).unwrap();
+            assert_eq!(a, b);
+            monotone(&a.0);
+            let json = serde_json::to_string(&a.0).unwrap();
+            assert_eq!(Profile::parse(&json, "r.json").unwrap(), a.0);
+            for pt in &a.1.points {
+                assert!(pt.error_after().abs() < pt.error_before().abs(), "{pt:?}");
+            }
+        }
+    }
 }
