@@ -13,7 +13,12 @@
 #
 # usage (as root):
 #   scripts/slurm-setup.sh [start] [--gpus N]   install if needed, configure, start, wait for the node (default)
-#   scripts/slurm-setup.sh stop                 stop slurmd, slurmctld and munged (by their pid files)
+#   scripts/slurm-setup.sh --nodes N [--gpus G] the same, and beside it a cluster of N nodes on this host, each
+#                                               in its own network namespace with its own block of cores and
+#                                               G GPUs (scripts/slurm-nodes.sh; clients use
+#                                               SLURM_CONF=/etc/slurm-nodes/slurm.conf)
+#   scripts/slurm-setup.sh stop                 stop slurmd, slurmctld and munged (by their pid files), and
+#                                               the multi-node cluster with its namespaces and cgroups
 #   scripts/slurm-setup.sh status               the daemons and the node's state
 # environment:
 #   SLURM_GPUS=N            emulated GPUs (default 2; same as --gpus)
@@ -23,17 +28,22 @@ set -euo pipefail
 
 cmd=start
 gpus="${SLURM_GPUS:-2}"
+nodes=1
 while [ $# -gt 0 ]; do
   case "$1" in
     start | stop | status) cmd="$1" ;;
     --gpus) gpus="${2:?--gpus needs a number}"; shift ;;
     --gpus=*) gpus="${1#--gpus=}" ;;
+    --nodes) nodes="${2:?--nodes needs a number}"; shift ;;
+    --nodes=*) nodes="${1#--nodes=}" ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "slurm-setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case "$gpus" in '' | *[!0-9]*) echo "slurm-setup: --gpus must be a whole number, got '$gpus'" >&2; exit 2 ;; esac
+case "$nodes" in '' | *[!0-9]* | 0) echo "slurm-setup: --nodes must be a whole number of at least 1, got '$nodes'" >&2; exit 2 ;; esac
+nodes_script="$(dirname "$0")/slurm-nodes.sh"
 
 conf_dir=/etc/slurm
 state_dir=/var/lib/slurm
@@ -65,6 +75,7 @@ stop_daemon() {
 [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages and starts the Slurm daemons)"
 
 if [ "$cmd" = stop ]; then
+  "$nodes_script" stop
   stop_daemon slurmd "$slurmd_pid"
   stop_daemon slurmctld "$ctld_pid"
   stop_daemon munged "$munge_pid"
@@ -77,6 +88,7 @@ if [ "$cmd" = status ]; then
     if alive "$2"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
   done
   command -v sinfo >/dev/null && sinfo -N -o '%N %T %c %m %G' 2>&1 || true
+  [ -e /etc/slurm-nodes/slurm.conf ] && "$nodes_script" status
   exit 0
 fi
 
@@ -236,3 +248,4 @@ while :; do
 done
 say "node $host is $state after $(elapsed) s"
 sinfo -N -o '%N %T %c %m %G'
+[ "$nodes" -eq 1 ] || exec "$nodes_script" start "$nodes" --gpus "$gpus"

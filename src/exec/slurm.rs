@@ -115,7 +115,8 @@ pub struct Node {
     pub name: String,
     /// Its address.
     pub addr: String,
-    /// CPUs jobs can be given (`CPUTot`; one per core here, or per hardware thread with SMT).
+    /// CPUs jobs can be given (`CPUEfctv`: `CPUTot` less the CPUs reserved by `CpuSpecList`/`CoreSpecCount`,
+    /// which jobs never get; `CPUTot` where Slurm does not say; one per core here, or per thread with SMT).
     pub cpus: u32,
     /// CPUs allocated to jobs now.
     pub cpus_allocated: u32,
@@ -786,7 +787,10 @@ fn parse_node(f: &BTreeMap<String, String>) -> Result<Node, String> {
     Ok(Node {
         name: get(f, "NodeName")?.to_string(),
         addr: f.get("NodeAddr").cloned().unwrap_or_default(),
-        cpus: num(f, "CPUTot")?,
+        cpus: match f.get("CPUEfctv") {
+            Some(_) => num(f, "CPUEfctv")?,
+            None => num(f, "CPUTot")?,
+        },
         cpus_allocated: f.get("CPUAlloc").and_then(|v| v.parse().ok()).unwrap_or(0),
         memory,
         memory_allocated,
@@ -868,6 +872,18 @@ mod tests {
         assert_eq!(n.state, "mixed");
         assert_eq!(n.state_flags, vec!["drain"]);
         assert!(!n.accepts_jobs(), "a draining node takes no new jobs");
+    }
+
+    #[test]
+    fn cores_reserved_by_cpu_spec_list_are_not_offered_to_jobs() {
+        let spec = NODE.replace("CPUEfctv=2", "CPUEfctv=1 CPUSpecList=1");
+        assert_eq!(parse_node(&fields(&spec)).unwrap().cpus, 1);
+        let old = NODE.replace("CPUEfctv=2 ", "");
+        assert_eq!(
+            parse_node(&fields(&old)).unwrap().cpus,
+            2,
+            "CPUTot without CPUEfctv"
+        );
     }
 
     #[test]

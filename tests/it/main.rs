@@ -23,4 +23,5 @@ mod run_slurm;
 mod signals;
 mod simulate;
 mod slurm_client;
+mod slurm_nodes;
 mod trace_import;
