@@ -22,5 +22,6 @@ mod run;
 mod run_slurm;
 mod signals;
 mod simulate;
+mod slurm_accounting;
 mod slurm_client;
 mod trace_import;
