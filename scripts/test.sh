@@ -2,7 +2,7 @@
 # The test command (README): makes this machine able to run every test, then runs them all.
 #   - a real single-node Slurm (munge, slurmctld, slurmd, slurmdbd with MariaDB on 127.0.0.1) for
 #     tests/it/slurm_client.rs, the Slurm backend's tests and the sacct round trip: scripts/slurm-setup.sh,
-#     idempotent (SETUP_FROM_NOTHING from nothing, 0.1 to 0.4 s when up);
+#     idempotent (about 35 s from nothing, 0.1 to 0.4 s when up);
 #   - the pinned PyTorch for tests/it/pytorch.rs (CPU execution is enough): scripts/install-pytorch.sh, a virtual
 #     environment outside the clone, reused when present; it prints its interpreter.
 # Needs root (cgroups, apt-get, the daemons), as every test of real isolation does.
