@@ -174,6 +174,8 @@ pub struct JobRequest {
     pub gpus: u32,
     /// Partition (`--partition`); the cluster's default when `None`.
     pub partition: Option<String>,
+    /// Comment (`--comment`), kept by the accounting database (`sacct -o Comment`).
+    pub comment: Option<String>,
 }
 
 /// A job's state (`JobState` of `scontrol show job`).
@@ -632,6 +634,9 @@ fn sbatch_args(req: &JobRequest) -> Vec<String> {
     if req.append_output {
         args.push("--open-mode=append".to_string());
     }
+    if let Some(c) = &req.comment {
+        args.push(format!("--comment={c}"));
+    }
     args
 }
 
@@ -661,6 +666,9 @@ fn batch_script(req: &JobRequest) -> Result<String, SlurmError> {
         return Err(invalid(
             "the name must be non-empty, on one line and without `|`".into(),
         ));
+    }
+    if req.comment.as_deref().is_some_and(|c| c.contains('\n')) {
+        return Err(invalid("the comment must be on one line".into()));
     }
     let mut s = String::from("#!/bin/sh\n# Submitted by synergy.\n");
     for (k, v) in &req.env {
@@ -930,6 +938,7 @@ mod tests {
             memory: Bytes(300 << 20),
             gpus: 1,
             partition: None,
+            comment: Some("synergy:image synergy-run:7".into()),
         };
         let s = batch_script(&req).unwrap();
         assert!(s.contains("export SYNERGY_STATE_FILE='/tmp/a b'\n"), "{s}");
@@ -943,9 +952,16 @@ mod tests {
             "--output=/tmp/100%%.out",
             "--open-mode=append",
             "--no-requeue",
+            "--comment=synergy:image synergy-run:7",
         ] {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
+        let mut bad = req.clone();
+        bad.comment = Some("two\nlines".into());
+        assert!(matches!(
+            batch_script(&bad),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
         req.env.push(("BAD NAME".into(), "x".into()));
         assert!(matches!(
             batch_script(&req),
