@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # A real single-node Slurm cluster on 127.0.0.1 for synergy's Slurm backend and its integration tests.
 #
-# Installs Debian's packages (munge, slurmctld, slurmd, slurm-client) when they are missing, writes
-# slurm.conf, cgroup.conf and gres.conf for this host (its real cores, its memory less a reserve for the OS,
-# N emulated GPUs as GRES backed by /dev/tty0..N-1), starts munged, slurmctld and slurmd, and waits until the
-# node accepts jobs. Jobs are confined by task/cgroup and proctrack/cgroup (cgroup v1: ConstrainCores,
-# ConstrainRAMSpace), so `--cpus-per-task` and `--mem` are real limits; `--gres=gpu:N` sets CUDA_VISIBLE_DEVICES.
-# There is no accounting database (sacct does not work; use `scontrol show job`).
+# Installs Debian's packages (munge, slurmctld, slurmd, slurm-client, slurmdbd, mariadb-server) when they are
+# missing, writes slurm.conf, cgroup.conf, gres.conf and slurmdbd.conf for this host (its real cores, its memory
+# less a reserve for the OS, N emulated GPUs as GRES backed by /dev/tty0..N-1), starts munged, MariaDB and
+# slurmdbd on 127.0.0.1 (database slurm_acct_db, user slurm), registers the cluster, starts slurmctld and
+# slurmd, and waits until the node accepts jobs. Jobs are confined by task/cgroup and proctrack/cgroup (cgroup
+# v1: ConstrainCores, ConstrainRAMSpace), so `--cpus-per-task` and `--mem` are real limits; `--gres=gpu:N` sets
+# CUDA_VISIBLE_DEVICES. Accounting is real: slurmctld sends every job to slurmdbd (AllocTRES with gres/gpu,
+# jobacct_gather/cgroup), so `sacct` lists jobs and their steps.
 #
 # Idempotent: run it again and it only starts what is not running, restarts the daemons when the
 # configuration it would write differs from the one in place, and resumes a node left DOWN or DRAINED.
 #
 # usage (as root):
 #   scripts/slurm-setup.sh [start] [--gpus N]   install if needed, configure, start, wait for the node (default)
-#   scripts/slurm-setup.sh stop                 stop slurmd, slurmctld and munged (by their pid files)
-#   scripts/slurm-setup.sh status               the daemons and the node's state
+#   scripts/slurm-setup.sh --nodes N [--gpus G] the same, and beside it a cluster of N nodes on this host, each
+#                                               in its own network namespace with its own block of cores and
+#                                               G GPUs (scripts/slurm-nodes.sh; clients use
+#                                               SLURM_CONF=/etc/slurm-nodes/slurm.conf)
+#   scripts/slurm-setup.sh stop                 stop slurmd, slurmctld, slurmdbd, MariaDB and munged (pid files),
+#                                               and the multi-node cluster with its namespaces and cgroups
+#   scripts/slurm-setup.sh status               the daemons, the node's state, the registered cluster and the
+#                                               multi-node cluster
 # environment:
 #   SLURM_GPUS=N            emulated GPUs (default 2; same as --gpus)
 #   SLURM_MEM_RESERVE_MB=M  memory kept for the OS (default: 10% of the host, at least 1024)
@@ -23,17 +31,22 @@ set -euo pipefail
 
 cmd=start
 gpus="${SLURM_GPUS:-2}"
+nodes=1
 while [ $# -gt 0 ]; do
   case "$1" in
     start | stop | status) cmd="$1" ;;
     --gpus) gpus="${2:?--gpus needs a number}"; shift ;;
     --gpus=*) gpus="${1#--gpus=}" ;;
+    --nodes) nodes="${2:?--nodes needs a number}"; shift ;;
+    --nodes=*) nodes="${1#--nodes=}" ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "slurm-setup: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 case "$gpus" in '' | *[!0-9]*) echo "slurm-setup: --gpus must be a whole number, got '$gpus'" >&2; exit 2 ;; esac
+case "$nodes" in '' | *[!0-9]* | 0) echo "slurm-setup: --nodes must be a whole number of at least 1, got '$nodes'" >&2; exit 2 ;; esac
+nodes_script="$(dirname "$0")/slurm-nodes.sh"
 
 conf_dir=/etc/slurm
 state_dir=/var/lib/slurm
@@ -41,6 +54,12 @@ log_dir=/var/log/slurm
 ctld_pid=/run/slurmctld.pid
 slurmd_pid=/run/slurmd.pid
 munge_pid=/run/munge/munged.pid
+dbd_pid=/run/slurmdbd.pid
+db_pid=/run/mysqld/mysqld.pid
+db_sock=/run/mysqld/mysqld.sock
+db_log=/var/log/mysql/error.log
+db_name=slurm_acct_db
+cluster=synergy
 t_start=$(date +%s.%N)
 
 say() { echo "slurm-setup: $*"; }
@@ -65,29 +84,42 @@ stop_daemon() {
 [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages and starts the Slurm daemons)"
 
 if [ "$cmd" = stop ]; then
+  "$nodes_script" stop
   stop_daemon slurmd "$slurmd_pid"
   stop_daemon slurmctld "$ctld_pid"
+  stop_daemon slurmdbd "$dbd_pid"
+  stop_daemon mariadbd "$db_pid"
   stop_daemon munged "$munge_pid"
   exit 0
 fi
 
 if [ "$cmd" = status ]; then
-  for d in "munged $munge_pid" "slurmctld $ctld_pid" "slurmd $slurmd_pid"; do
+  for d in "munged $munge_pid" "mariadbd $db_pid" "slurmdbd $dbd_pid" "slurmctld $ctld_pid" "slurmd $slurmd_pid"; do
     set -- $d
     if alive "$2"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
   done
   command -v sinfo >/dev/null && sinfo -N -o '%N %T %c %m %G' 2>&1 || true
+  command -v sacctmgr >/dev/null && alive "$dbd_pid" && sacctmgr -n -P list cluster format=Cluster,ControlHost,ControlPort 2>&1 |
+    sed 's/^/slurm-setup: accounting cluster /' || true
+  [ -e /etc/slurm-nodes/slurm.conf ] && "$nodes_script" status
   exit 0
 fi
 
 # 1. Packages.
 missing=()
-for c in munged slurmctld slurmd sinfo; do command -v "$c" >/dev/null || missing+=("$c"); done
+for c in munged slurmctld slurmd sinfo slurmdbd mariadbd; do command -v "$c" >/dev/null || [ -x "/usr/sbin/$c" ] || missing+=("$c"); done
 if [ ${#missing[@]} -gt 0 ]; then
-  say "installing munge slurmctld slurmd slurm-client (missing: ${missing[*]})"
+  say "installing munge slurmctld slurmd slurm-client slurmdbd mariadb-server (missing: ${missing[*]})"
   export DEBIAN_FRONTEND=noninteractive
+  # Package scripts must not start daemons themselves (MariaDB's would, through its init script): this script
+  # starts each one, with its own pid file. policy-rc.d answering 101 is Debian's way to say so.
+  policy=/usr/sbin/policy-rc.d
+  own_policy=no
+  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && own_policy=yes; fi
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client >/dev/null
+  apt-get install -y -qq --no-install-recommends munge slurmctld slurmd slurm-client slurmdbd mariadb-server >/dev/null ||
+    { [ "$own_policy" = no ] || rm -f "$policy"; die "apt-get install failed"; }
+  [ "$own_policy" = no ] || rm -f "$policy"
   say "installed $(dpkg-query -W -f='${Version}' slurmctld) after $(elapsed) s"
 fi
 
@@ -126,7 +158,7 @@ new_conf="$(mktemp -d)"
 trap 'rm -rf "$new_conf"' EXIT
 cat >"$new_conf/slurm.conf" <<EOF
 # Written by synergy's scripts/slurm-setup.sh: one node on 127.0.0.1 with $gpus emulated GPUs.
-ClusterName=synergy
+ClusterName=$cluster
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
@@ -147,8 +179,13 @@ SlurmctldPidFile=$ctld_pid
 SlurmdPidFile=$slurmd_pid
 SlurmctldLogFile=$log_dir/slurmctld.log
 SlurmdLogFile=$log_dir/slurmd.log
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+# Accounting through slurmdbd (below); gres/gpu in the tracked TRES so AllocTRES says how many GPUs a job had.
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStorageTRES=gres/gpu
+# The comment (synergy:MODEL, set by synergy run) is only stored when asked for.
+AccountingStoreFlags=job_comment
+JobAcctGatherType=jobacct_gather/cgroup
 JobCompType=jobcomp/none
 # Small cluster, fast tests: short scheduler and health intervals, quick kill of cancelled jobs.
 SchedulerParameters=sched_interval=2
@@ -176,8 +213,34 @@ NodeName=$host Name=gpu File=/dev/tty[0-$last_tty]
 EOF
 [ "$gpus" -eq 1 ] && echo "NodeName=$host Name=gpu File=/dev/tty0" >"$new_conf/gres.conf"
 
+# slurmdbd.conf holds the database password: mode 0600, owned by SlurmUser (root). A password made once is
+# kept across runs (MariaDB has it); a new one is made only with a new file.
+db_pass="$(sed -n 's/^StoragePass=//p' "$conf_dir/slurmdbd.conf" 2>/dev/null || true)"
+[ -n "$db_pass" ] || db_pass="$(head -c 18 /dev/urandom | base64 | tr -d '/+=')"
+cat >"$new_conf/slurmdbd.conf" <<EOF
+# Written by synergy's scripts/slurm-setup.sh: accounting for cluster $cluster in MariaDB on this host.
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+SlurmUser=root
+PidFile=$dbd_pid
+LogFile=$log_dir/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StoragePort=3306
+StorageLoc=$db_name
+StorageUser=slurm
+StoragePass=$db_pass
+EOF
+
 changed=no
 install -d "$conf_dir"
+dbd_changed=no
+if ! cmp -s "$new_conf/slurmdbd.conf" "$conf_dir/slurmdbd.conf"; then
+  install -m 0600 -o root -g root "$new_conf/slurmdbd.conf" "$conf_dir/slurmdbd.conf"
+  dbd_changed=yes
+fi
+chmod 0600 "$conf_dir/slurmdbd.conf"
 for f in slurm.conf cgroup.conf gres.conf; do
   if ! cmp -s "$new_conf/$f" "$conf_dir/$f"; then
     install -m 0644 "$new_conf/$f" "$conf_dir/$f"
@@ -194,12 +257,64 @@ else
   say "configuration unchanged: node $host, $shape, ${node_mem_mb} MB, $gpus emulated GPUs"
 fi
 
+if [ "$dbd_changed" = yes ]; then
+  say "wrote $conf_dir/slurmdbd.conf (mode 0600): database $db_name on 127.0.0.1"
+  stop_daemon slurmdbd "$dbd_pid"
+fi
+
 # 4. Daemons (the packages do not start them here: no systemd).
 if ! alive "$munge_pid"; then
   runuser -u munge -- /usr/sbin/munged --pid-file="$munge_pid" || die "munged did not start (see /var/log/munge/munged.log)"
   say "started munged (pid $(cat "$munge_pid"))"
 fi
 munge -n | unmunge >/dev/null || die "munge does not round-trip a credential (see /var/log/munge/munged.log)"
+
+# MariaDB, on 127.0.0.1 and its socket only. mariadbd stays in the foreground: it runs in its own session,
+# detached, and writes its own pid file.
+if ! alive "$db_pid"; then
+  install -d -o mysql -g mysql -m 0755 /run/mysqld /var/log/mysql
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    say "creating the MariaDB data directory"
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql --auth-root-authentication-method=socket \
+      --skip-test-db >/dev/null || die "mariadb-install-db failed"
+  fi
+  # Slurm's recommended InnoDB settings (slurmdbd warns below them): a buffer pool that holds the job
+  # table, and lock waits long enough for its table upgrades and rollups.
+  setsid /usr/sbin/mariadbd --user=mysql --bind-address=127.0.0.1 --port=3306 --socket="$db_sock" \
+    --pid-file="$db_pid" --log-error="$db_log" --innodb-buffer-pool-size=256M \
+    --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 </dev/null >/dev/null 2>&1 &
+  for _ in $(seq 300); do mariadb-admin --socket="$db_sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  mariadb-admin --socket="$db_sock" ping >/dev/null 2>&1 || die "MariaDB does not answer: see $db_log"
+  for _ in $(seq 50); do [ -s "$db_pid" ] && break; sleep 0.1; done
+  say "started mariadbd (pid $(cat "$db_pid" 2>/dev/null || echo '?'))"
+fi
+if ! alive "$dbd_pid"; then
+  # The database and its user, with the password slurmdbd.conf holds (root logs in by the socket).
+  mariadb --socket="$db_sock" -u root <<EOF || die "could not create database $db_name and user slurm: see $db_log"
+CREATE DATABASE IF NOT EXISTS $db_name;
+CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$db_pass';
+ALTER USER 'slurm'@'localhost' IDENTIFIED BY '$db_pass';
+GRANT ALL ON $db_name.* TO 'slurm'@'localhost';
+EOF
+  slurmdbd || die "slurmdbd did not start: see $log_dir/slurmdbd.log"
+  for _ in $(seq 50); do [ -s "$dbd_pid" ] && break; sleep 0.1; done
+  # It answers once it has created or upgraded its tables (seconds on a new database).
+  for _ in $(seq 300); do sacctmgr -n -P list cluster >/dev/null 2>&1 && break; sleep 0.1; done
+  sacctmgr -n -P list cluster >/dev/null 2>&1 || die "slurmdbd does not answer sacctmgr: see $log_dir/slurmdbd.log"
+  say "started slurmdbd (pid $(cat "$dbd_pid" 2>/dev/null || echo '?'))"
+fi
+# The cluster must be known to slurmdbd before slurmctld sends it jobs. Asked of the database itself:
+# sacctmgr takes 0.2 s to answer, ten times the query.
+registered() {
+  mariadb --socket="$db_sock" -u root -N -B \
+    -e "SELECT name FROM $db_name.cluster_table WHERE name = '$cluster' AND deleted = 0" 2>/dev/null | grep -qx "$cluster"
+}
+if ! registered; then
+  sacctmgr -i add cluster "$cluster" >/dev/null || die "sacctmgr could not add cluster $cluster"
+  say "registered cluster $cluster with slurmdbd"
+  # A slurmctld already running registers at start: restart it so it reports to the new cluster.
+  stop_daemon slurmctld "$ctld_pid"
+fi
 if ! alive "$ctld_pid"; then
   slurmctld || die "slurmctld did not start: see $log_dir/slurmctld.log"
   for _ in $(seq 50); do [ -s "$ctld_pid" ] && break; sleep 0.1; done
@@ -236,3 +351,4 @@ while :; do
 done
 say "node $host is $state after $(elapsed) s"
 sinfo -N -o '%N %T %c %m %G'
+[ "$nodes" -eq 1 ] || exec "$nodes_script" start "$nodes" --gpus "$gpus"

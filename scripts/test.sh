@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README): makes this machine able to run every test, then runs them all.
-#   - a real single-node Slurm (munge, slurmctld, slurmd on 127.0.0.1) for tests/it/slurm_client.rs and the Slurm
-#     backend's tests: scripts/slurm-setup.sh, idempotent (about 10 s from nothing, 0.2 s when up);
+#   - a real single-node Slurm (munge, slurmctld, slurmd, slurmdbd with MariaDB on 127.0.0.1) for
+#     tests/it/slurm_client.rs, the Slurm backend's tests and the sacct round trip, and beside it a 2-node
+#     cluster on this host for tests/it/slurm_nodes.rs: scripts/slurm-setup.sh --nodes 2, idempotent (about
+#     35 s from nothing, under a second when up);
 #   - the pinned PyTorch for tests/it/pytorch.rs (CPU execution is enough): scripts/install-pytorch.sh, a virtual
 #     environment outside the clone, reused when present; it prints its interpreter.
 # Needs root (cgroups, apt-get, the daemons), as every test of real isolation does.
@@ -10,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/slurm-setup.sh
+scripts/slurm-setup.sh --nodes 2
 SYNERGY_PYTHON="$(scripts/install-pytorch.sh)"
 export SYNERGY_PYTHON
 

@@ -379,6 +379,7 @@ impl Launches {
         JobLaunch {
             name: &j.name,
             spec: &j.spec,
+            model: &list.catalog.get(j.model as usize).name,
             dataset: self.datasets.get(&j.spec.origin).and_then(|d| d.as_deref()),
             footprint_bytes: j.footprint_bytes,
             work: j.work,

@@ -9,7 +9,8 @@ use super::{
 };
 use crate::error::InputError;
 use crate::isolate::cgroup::CgroupBackend;
-use crate::isolate::{Budget, Domain, Isolation};
+use crate::isolate::ledger::{self, CoreLease};
+use crate::isolate::{Budget, Domain, IsolateError, Isolation};
 use crate::measure::contention::{self, HostReading, Reading};
 use crate::measure::estimate::{Estimator, EstimatorConfig};
 use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource};
@@ -43,7 +44,8 @@ struct ObserveWindow {
 pub struct LocalOptions {
     /// Emulated GPU slots instead of NVML's GPUs.
     pub emulated_gpus: Option<u32>,
-    /// Use only this many cores (the lowest-numbered this process may use).
+    /// Use only this many of the cores this process may use (which ones: those the host-wide core
+    /// ledger has free, see [`LocalBackend::new`]).
     pub cpus: Option<usize>,
     /// Give jobs at most this much memory in all.
     pub memory: Option<Bytes>,
@@ -73,6 +75,9 @@ pub struct LocalBackend {
     servers: Vec<ServerInfo>,
     prefix: String,
     jobs: BTreeMap<String, LocalJob>,
+    /// The server's cores, held in the host-wide ledger for the whole run so that a `measure` or
+    /// `profile` started beside it takes other cores (docs/run.md, "Sharing the host").
+    _cores: CoreLease,
 }
 
 fn nvml_gpus() -> Result<u32, String> {
@@ -149,8 +154,13 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
 
 impl LocalBackend {
     /// Discovers this host (see [`discover`]) and checks that cgroups can be made here.
+    /// Its cores are claimed in the host-wide core ledger: free ones where this process may use more
+    /// than asked for, and a clear refusal naming the holder when too few are free.
     pub fn new(opts: &LocalOptions) -> Result<LocalBackend, ExecError> {
-        let servers = discover(opts)?;
+        let mut servers = discover(opts)?;
+        let host = crate::measure::trial::host_cores();
+        let lease = ledger::claim(servers[0].cores.len(), &host).map_err(IsolateError::from)?;
+        servers[0].cores = lease.cores().to_vec();
         let iso = CgroupBackend::detect().map_err(|e| {
             ExecError::Other(format!(
                 "the local backend needs cgroups (cpuset, cpu, memory, freezer): {e}"
@@ -161,6 +171,7 @@ impl LocalBackend {
             servers,
             prefix: domain_prefix(std::process::id()),
             jobs: BTreeMap::new(),
+            _cores: lease,
         })
     }
 

@@ -135,6 +135,9 @@ pub struct JobLaunch<'a> {
     pub name: &'a str,
     /// Its workload.
     pub spec: &'a WorkloadSpec,
+    /// Its model's name in the catalog (its profile's), which the Slurm backend records in the job's
+    /// comment for accounting (docs/traces.md, sacct).
+    pub model: &'a str,
     /// Its dataset directory, prepared.
     pub dataset: Option<&'a Path>,
     /// Memory it needs besides an application cache, bytes ([`jobs::Job::footprint_bytes`]).

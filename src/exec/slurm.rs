@@ -115,7 +115,8 @@ pub struct Node {
     pub name: String,
     /// Its address.
     pub addr: String,
-    /// CPUs jobs can be given (`CPUTot`; one per core here, or per hardware thread with SMT).
+    /// CPUs jobs can be given (`CPUEfctv`: `CPUTot` less the CPUs reserved by `CpuSpecList`/`CoreSpecCount`,
+    /// which jobs never get; `CPUTot` where Slurm does not say; one per core here, or per thread with SMT).
     pub cpus: u32,
     /// CPUs allocated to jobs now.
     pub cpus_allocated: u32,
@@ -173,6 +174,8 @@ pub struct JobRequest {
     pub gpus: u32,
     /// Partition (`--partition`); the cluster's default when `None`.
     pub partition: Option<String>,
+    /// Comment (`--comment`), kept by the accounting database (`sacct -o Comment`).
+    pub comment: Option<String>,
 }
 
 /// A job's state (`JobState` of `scontrol show job`).
@@ -631,6 +634,9 @@ fn sbatch_args(req: &JobRequest) -> Vec<String> {
     if req.append_output {
         args.push("--open-mode=append".to_string());
     }
+    if let Some(c) = &req.comment {
+        args.push(format!("--comment={c}"));
+    }
     args
 }
 
@@ -660,6 +666,9 @@ fn batch_script(req: &JobRequest) -> Result<String, SlurmError> {
         return Err(invalid(
             "the name must be non-empty, on one line and without `|`".into(),
         ));
+    }
+    if req.comment.as_deref().is_some_and(|c| c.contains('\n')) {
+        return Err(invalid("the comment must be on one line".into()));
     }
     let mut s = String::from("#!/bin/sh\n# Submitted by synergy.\n");
     for (k, v) in &req.env {
@@ -786,7 +795,10 @@ fn parse_node(f: &BTreeMap<String, String>) -> Result<Node, String> {
     Ok(Node {
         name: get(f, "NodeName")?.to_string(),
         addr: f.get("NodeAddr").cloned().unwrap_or_default(),
-        cpus: num(f, "CPUTot")?,
+        cpus: match f.get("CPUEfctv") {
+            Some(_) => num(f, "CPUEfctv")?,
+            None => num(f, "CPUTot")?,
+        },
         cpus_allocated: f.get("CPUAlloc").and_then(|v| v.parse().ok()).unwrap_or(0),
         memory,
         memory_allocated,
@@ -871,6 +883,18 @@ mod tests {
     }
 
     #[test]
+    fn cores_reserved_by_cpu_spec_list_are_not_offered_to_jobs() {
+        let spec = NODE.replace("CPUEfctv=2", "CPUEfctv=1 CPUSpecList=1");
+        assert_eq!(parse_node(&fields(&spec)).unwrap().cpus, 1);
+        let old = NODE.replace("CPUEfctv=2 ", "");
+        assert_eq!(
+            parse_node(&fields(&old)).unwrap().cpus,
+            2,
+            "CPUTot without CPUEfctv"
+        );
+    }
+
+    #[test]
     fn a_job_record_gives_state_and_resources() {
         let j = parse_job(&fields(JOB)).unwrap();
         assert_eq!(j.id, JobId(2));
@@ -914,6 +938,7 @@ mod tests {
             memory: Bytes(300 << 20),
             gpus: 1,
             partition: None,
+            comment: Some("synergy:image synergy-run:7".into()),
         };
         let s = batch_script(&req).unwrap();
         assert!(s.contains("export SYNERGY_STATE_FILE='/tmp/a b'\n"), "{s}");
@@ -927,9 +952,16 @@ mod tests {
             "--output=/tmp/100%%.out",
             "--open-mode=append",
             "--no-requeue",
+            "--comment=synergy:image synergy-run:7",
         ] {
             assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
         }
+        let mut bad = req.clone();
+        bad.comment = Some("two\nlines".into());
+        assert!(matches!(
+            batch_script(&bad),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
         req.env.push(("BAD NAME".into(), "x".into()));
         assert!(matches!(
             batch_script(&req),

@@ -9,6 +9,7 @@ use super::launch_env::{app_cache_bytes, domain_prefix, RUN_PREFIX, STDERR_TAIL}
 use super::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
 use super::{
     Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
+    Work,
 };
 use crate::error::InputError;
 use crate::isolate::ChildSetup;
@@ -23,6 +24,10 @@ use std::time::{Duration, Instant};
 /// How long a cancelled job may take to end: Slurm's `KillWait` (SIGKILL after SIGTERM) is 10 s by
 /// default, and slurmd then removes its cgroups.
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a job whose saved progress shows its work done may take to exit by itself before it is
+/// cancelled: the workload exits right after its last save, and a job that ends on its own is
+/// `COMPLETED` in Slurm's accounting, not `CANCELLED` (docs/traces.md, sacct).
+const DONE_GRACE: Duration = Duration::from_secs(5);
 /// How often one job's state is asked of slurmctld; the executor polls far more often.
 const QUERY_EVERY: Duration = Duration::from_millis(500);
 
@@ -65,6 +70,8 @@ struct SlurmJob {
     request: JobRequest,
     alloc: Allocation,
     state_file: PathBuf,
+    /// Its work, to tell a job that did it (and is exiting) from one to stop.
+    work: Work,
     /// The current submission; `None` while paused.
     id: Option<JobId>,
     last_query: Option<Instant>,
@@ -77,6 +84,9 @@ pub struct SlurmBackend {
     servers: Vec<ServerInfo>,
     partition: Option<String>,
     prefix: String,
+    /// This executor's mark in every job's comment (`synergy-run:PID-UNIXSECONDS`): the accounting
+    /// importer folds the submissions of one job by it and the job name (docs/traces.md, sacct).
+    run_mark: String,
     jobs: BTreeMap<String, SlurmJob>,
 }
 
@@ -147,6 +157,7 @@ impl SlurmBackend {
             servers,
             partition: opts.partition.clone(),
             prefix: domain_prefix(std::process::id()),
+            run_mark: run_mark(std::process::id(), std::time::SystemTime::now()),
             jobs: BTreeMap::new(),
         })
     }
@@ -203,6 +214,7 @@ impl SlurmBackend {
             memory: Bytes(res.memory_mib << 20),
             gpus: res.gpus,
             partition: self.partition.clone(),
+            comment: Some(format!("synergy:{} {}", job.model, self.run_mark)),
         })
     }
 
@@ -223,6 +235,15 @@ impl SlurmBackend {
         }
         Ok(())
     }
+}
+
+/// The comment word that marks one executor's submissions: its pid, which is in the job names, and the
+/// second it started, which tells apart two executors that had the same pid.
+fn run_mark(pid: u32, now: std::time::SystemTime) -> String {
+    let s = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("synergy-run:{pid}-{s}")
 }
 
 /// How an ended Slurm job is reported to the executor.
@@ -266,6 +287,7 @@ impl Backend for SlurmBackend {
             request,
             alloc: alloc.clone(),
             state_file: job.state_file.to_path_buf(),
+            work: job.work,
             id: None,
             last_query: None,
             exit: None,
@@ -353,6 +375,16 @@ impl Backend for SlurmBackend {
         let Some(mut sj) = self.jobs.remove(job) else {
             return Ok(());
         };
+        if let (Some(id), None) = (sj.id, &sj.exit) {
+            let totals = ResumeState::read(&sj.state_file)?;
+            let done = match sj.work {
+                Work::Samples(n) => totals.samples_done >= n,
+                Work::Steps(n) => totals.steps_done >= n,
+            };
+            if done && self.slurm.wait(id, DONE_GRACE).is_ok() {
+                return Ok(());
+            }
+        }
         Self::cancel(&self.slurm, &mut sj)
     }
 

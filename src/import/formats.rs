@@ -308,6 +308,9 @@ const SACCT: &str = "sacct --parsable2 with JobID|Submit|Start|End|Elapsed|Alloc
 
 /// `sacct --parsable2`: a job's own row carries its allocation; its steps (`123.batch`, `123.0`,
 /// `123.extern`) are folded into it by being skipped. A comment `synergy:NAME` names the job's model.
+/// Submissions whose comment carries `synergy-run:MARK` (what `synergy run --backend slurm` writes)
+/// and that share a job name are one job resubmitted with new resources: they are folded by
+/// [`Resubmissions`] and offered once, after the file is read.
 fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
     let t = open(path, b'|', true)?;
     let id = t.col("JobID", SACCT)?;
@@ -325,6 +328,7 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
         t.opt_col("User"),
         t.opt_col("Comment"),
     );
+    let mut resubmitted = Resubmissions::default();
     t.each(|rec, row| {
         let job_id = row.get(rec, id, "JobID")?;
         if job_id.contains('.') {
@@ -343,11 +347,13 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
             Some(r) => parse_tres(row, row.get(rec, r, "ReqTRES")?)?,
             None => Tres::default(),
         };
-        let model = text(rec, comment).and_then(|c| {
-            c.split(|ch: char| ch == ',' || ch.is_whitespace())
-                .find_map(|w| w.strip_prefix("synergy:").map(str::to_string))
-        });
-        sink.offer(RawJob {
+        let words = text(rec, comment).unwrap_or_default();
+        let mut words = words.split(|ch: char| ch == ',' || ch.is_whitespace());
+        let model = words
+            .clone()
+            .find_map(|w| w.strip_prefix("synergy:").map(str::to_string));
+        let mark = words.find_map(|w| w.strip_prefix("synergy-run:").map(str::to_string));
+        let job = RawJob {
             name: text(rec, name),
             queue: text(rec, queue),
             user: text(rec, user),
@@ -361,9 +367,84 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
                 alloc.gpus.or(asked.gpus).unwrap_or(0),
                 JobState::from_word(row.get(rec, state, "State")?),
             )
-        });
+        };
+        match (mark, &job.name) {
+            (Some(mark), Some(name)) => {
+                resubmitted.add((mark, name.clone()), job_number(job_id), job)
+            }
+            _ => sink.offer(job),
+        }
         Ok(())
-    })
+    })?;
+    resubmitted.offer(sink);
+    Ok(())
+}
+
+/// The number a job id starts with (`123`, `123_4` of an array), to order submissions of one second.
+fn job_number(id: &str) -> u64 {
+    let digits = id.find(|c: char| !c.is_ascii_digit()).unwrap_or(id.len());
+    id[..digits].parse().unwrap_or(0)
+}
+
+/// The submissions of jobs that `synergy run --backend slurm` cancelled and submitted again whenever
+/// their allocation changed (docs/traces.md, "Jobs synergy run resubmitted"), folded into one job each,
+/// keyed by (run mark, job name): submitted when first submitted, run for the sum of the submissions'
+/// run times, as wide as the widest, asking for the most cores and memory any asked for, ended as the
+/// last submission ended (the earlier ones are `CANCELLED` by the executor). Its id is its first
+/// submission's.
+#[derive(Default)]
+struct Resubmissions {
+    /// Per (run mark, job name): the folded job, and its first and last submissions.
+    jobs: HashMap<(String, String), (RawJob, Submission, Submission)>,
+}
+
+/// When a submission was made and its job number: the order of one job's submissions.
+type Submission = (f64, u64);
+
+impl Resubmissions {
+    fn add(&mut self, key: (String, String), number: u64, job: RawJob) {
+        use std::collections::hash_map::Entry;
+        let at = (job.submit_s, number);
+        let (folded, first, last) = match self.jobs.entry(key) {
+            Entry::Vacant(v) => {
+                v.insert((job, at, at));
+                return;
+            }
+            Entry::Occupied(o) => o.into_mut(),
+        };
+        let max = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        folded.run_s += job.run_s;
+        folded.gpus = folded.gpus.max(job.gpus);
+        folded.req_cpus = max(folded.req_cpus, job.req_cpus);
+        folded.req_mem_gb = max(folded.req_mem_gb, job.req_mem_gb);
+        folded.model = folded.model.take().or(job.model);
+        // sacct lists jobs by id, but a file may be concatenated or sorted: order by submission.
+        if at >= *last {
+            folded.state = job.state;
+            *last = at;
+        }
+        if at < *first {
+            folded.submit_s = job.submit_s;
+            folded.source_id = job.source_id;
+            *first = at;
+        }
+    }
+
+    /// Offers the folded jobs, in order of their first submission.
+    fn offer(self, sink: &mut Sink) {
+        let mut jobs: Vec<RawJob> = self.jobs.into_values().map(|(j, ..)| j).collect();
+        jobs.sort_by(|a, b| {
+            a.submit_s
+                .total_cmp(&b.submit_s)
+                .then(a.source_id.cmp(&b.source_id))
+        });
+        for j in jobs {
+            sink.offer(j);
+        }
+    }
 }
 
 /// What a Slurm TRES string (`billing=2,cpu=2,gres/gpu=1,mem=4G,node=1`) gives.

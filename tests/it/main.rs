@@ -22,5 +22,7 @@ mod run;
 mod run_slurm;
 mod signals;
 mod simulate;
+mod slurm_accounting;
 mod slurm_client;
+mod slurm_nodes;
 mod trace_import;

@@ -476,6 +476,70 @@ fn simulate_predicts_a_job_list_and_tune_beats_proportional_on_the_mixed_queue()
     assert!(tune < prop * 0.98, "tune {tune} s, proportional {prop} s");
 }
 
+#[test]
+fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_naming_it() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: needs two cores");
+        return;
+    }
+    let s = Setup::new();
+    let runtime = tempfile::tempdir().unwrap();
+    let spec = s.spec("txt", "text", 1600);
+    let jobs = s.jobs(&[
+        ("a", &spec, "text", 6400, 0.0),
+        ("b", &spec, "text", 6400, 0.0),
+    ]);
+    let child = common::synergy()
+        .arg("run")
+        .arg(&jobs)
+        .args(["--gpus", "1", "--cpus", "2", "--round", "2", "--json"])
+        .env("SYNERGY_RUNTIME_DIR", runtime.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let cores = runtime.path().join("cores");
+    let held_by_run = || {
+        std::fs::read_dir(&cores)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path())
+                    .is_ok_and(|t| t.lines().next() == Some(pid.as_str()))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held_by_run() < 2 {
+        assert!(Instant::now() < deadline, "the run never claimed its cores");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = common::synergy()
+        .arg("measure")
+        .arg(&spec)
+        .args(["--cpus", "2", "--warm"])
+        .env("SYNERGY_RUNTIME_DIR", runtime.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("held by pid {pid} (`synergy run")),
+        "{stderr}"
+    );
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(job(&report, "a")["status"], "done", "{report}");
+    // The run let go of its cores when it ended.
+    assert_eq!(held_by_run(), 0);
+}
+
 /// `--refine` on a short real queue: an image job given the audio profile beside one given its own. The
 /// observation log is written beside the state file and every line reads back; the refined profiles
 /// exist, are profile files every command reads, and keep every matrix column non-decreasing in cores;

@@ -70,6 +70,7 @@ fn request(name: &str, node: &str, dir: &Path, script: &str) -> JobRequest {
         memory: Bytes(300 * MIB),
         gpus: 1,
         partition: None,
+        comment: None,
     }
 }
 

@@ -140,6 +140,37 @@ fn sacct_folds_steps_reads_tres_and_takes_the_model_from_the_comment() {
 }
 
 #[test]
+fn sacct_folds_the_submissions_synergy_run_made_of_one_job() {
+    // This cluster's own sacct rows of a `synergy run --backend slurm` (the model renamed to a zoo
+    // one), the submissions of `first` out of order, then a later executor with the same pid and a
+    // user's two jobs of one name, which are not folded.
+    let (rows, s) = import("sacct", &[&data("resubmitted.sacct")], &[]);
+    // 3 + 33 + 8 s; ended as its last submission (job 7, COMPLETED), not the last row (job 5);
+    // the most cores and memory asked (10847M is 11.374 GB); res18's 0.64 s an iteration.
+    assert_eq!(
+        row(&rows, "4"),
+        strs(&["res18", "0", "68", "1", "4", "44", "2", "11.374"])
+    );
+    assert_eq!(
+        row(&rows, "8"),
+        strs(&["res18", "50", "25", "2", "8", "16", "2", "22.749"])
+    );
+    // The same job name under another run mark is another job.
+    assert_eq!(
+        row(&rows, "31"),
+        strs(&["res18", "5400", "62", "1", "31", "40", "1", "0.537"])
+    );
+    assert_eq!(row(&rows, "40")[4..6], strs(&["40", "30"]));
+    assert_eq!(row(&rows, "41")[4..6], strs(&["41", "20"]));
+    // `second` ended CANCELLED (the executor stopped it before its work was done).
+    assert_eq!(rows.len(), 5, "{rows:?}");
+    assert_eq!(s["read"], 6, "{s}");
+    assert_eq!(s["dropped"]["state cancelled"], 1, "{s}");
+    let (rows, _) = import("sacct", &[&data("resubmitted.sacct")], &["--states", "all"]);
+    assert_eq!(row(&rows, "6")[4..6], strs(&["6", "8"]));
+}
+
+#[test]
 fn gavel_tiresias_and_pai_name_their_models_or_tasks() {
     let (rows, _) = import("gavel", &[&data("gavel.trace")], &[]);
     // ResNet-18 is res18; total_steps are its iterations; the 11-field line (with a mode) reads too.

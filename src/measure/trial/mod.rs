@@ -150,12 +150,9 @@ impl TrialError {
 
 /// Cores this process may run on (its affinity mask), which bounds any budget.
 pub fn host_cores() -> Vec<usize> {
-    match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
-        Ok(set) => (0..nix::sched::CpuSet::count())
-            .filter(|&i| set.is_set(i).unwrap_or(false))
-            .collect(),
-        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
-    }
+    crate::isolate::cpus::own_affinity().unwrap_or_else(|_| {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+    })
 }
 
 fn unique_name() -> String {
