@@ -222,7 +222,11 @@ const PROFILE_EXAMPLES: &str = "Examples:
   synergy profile --probe pytorch --out profiles/mine.json -- python3 train.py   # an unmodified script";
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub(super) struct ProfileArgs {
+    /// What else to do with profiles.
+    #[command(subcommand)]
+    pub(super) action: Option<ProfileAction>,
     /// Workload spec file, or a built-in workload name (image, audio, text); or none, with `-- COMMAND`.
     pub(super) spec: Option<String>,
     /// Inject a zero-change probe into the workload (overrides the spec's `probe`).
@@ -278,6 +282,35 @@ pub(super) struct ProfileArgs {
     pub(super) plot: bool,
 }
 
+#[derive(Debug, Subcommand)]
+pub(super) enum ProfileAction {
+    /// Fold what real runs observed (`synergy run`'s observation logs) into a profile as `observed`
+    /// trials: the CPU curve (and the miss cost, where memory was limited) moves to them, and the matrix
+    /// and demand are rebuilt.
+    #[command(
+        after_help = "Examples:\n  synergy profile refine profiles/image.json --from runs/ --out image-here.json\n  synergy profile refine profiles/image.json --from jobs.state.observations.jsonl --json"
+    )]
+    Refine(RefineArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct RefineArgs {
+    /// The profile to refine (a measured one: it needs its fitted model).
+    pub(super) profile: PathBuf,
+    /// A run's directory (every *.observations.jsonl in it) or an observation log; repeatable.
+    #[arg(long, required = true, num_args = 1.., value_name = "RUN_DIR")]
+    pub(super) from: Vec<PathBuf>,
+    /// Where to write the refined profile (default: PROFILE with `.refined.json`).
+    #[arg(long)]
+    pub(super) out: Option<PathBuf>,
+    /// Fold in observations that other work on the host disturbed too (left out by default).
+    #[arg(long)]
+    pub(super) include_disturbed: bool,
+    /// Print the refined profile as JSON.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
 const PLOT_EXAMPLES: &str = "Examples:
   synergy plot profiles/image.json --kind cpu -o image-cpu.png
   synergy plot profiles/*.json --kind cpu -o compare.svg          # one normalized line per profile
@@ -322,6 +355,7 @@ const RUN_EXAMPLES: &str = "Examples:
   synergy run examples/jobs-mixed.toml --gpus 2 --mechanism proportional --dry-run
   synergy run examples/jobs-mixed.toml --gpus 2 --resume          # after the executor was killed
   synergy run examples/jobs-mixed.toml --gpus 2 --json > run.json
+  synergy run examples/jobs-mixed.toml --gpus 2 --refine          # profiles learn from the run
   synergy run examples/jobs-mixed.toml --backend slurm --round 15  # on a Slurm cluster";
 
 #[derive(Debug, clap::Args)]
@@ -371,6 +405,14 @@ pub(super) struct RunCmdArgs {
     /// Times a crashing job is started again before it counts as failed.
     #[arg(long, default_value_t = 2)]
     pub(super) max_retries: u32,
+    /// Refine each job's profile from what the run observes, between rounds, so the next round is
+    /// planned with the refined matrix; the refined profiles are written to STATE.refined/.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub(super) refine: bool,
+    /// With --refine: fold in observations that other work on the host disturbed too (left out by
+    /// default; on a host that stays busy they are what the jobs get).
+    #[arg(long, requires = "refine")]
+    pub(super) include_disturbed: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub(super) json: bool,

@@ -1,7 +1,7 @@
 //! `synergy profile`, `predict` and `import-zoo`: making profiles and reading them. What `profile`'s
 //! flags ask for becomes a [`ProfileRequest`] in [`profile_request`].
 
-use super::args::{PredictArgs, ProfileArgs};
+use super::args::{PredictArgs, ProfileAction, ProfileArgs, RefineArgs};
 use super::measure_cmd::workload_of;
 use super::render;
 use super::values::{check_positive, parse_axis};
@@ -13,8 +13,44 @@ use crate::profile::Profile;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Runs `profile refine`: reads every observation log `--from` names, refines the profile, writes it.
+fn refine_cmd(args: RefineArgs) -> anyhow::Result<i32> {
+    use crate::exec::observe;
+    let origin = args.profile.display().to_string();
+    let profile = Profile::read(&args.profile)?;
+    let mut logs = Vec::new();
+    for f in &args.from {
+        logs.extend(observe::logs_in(f)?);
+    }
+    let mut observations = Vec::new();
+    for l in &logs {
+        observations.extend(observe::read_log(l)?);
+    }
+    let from: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
+    let (refined, summary) = crate::profile::refine::refine(
+        &profile,
+        &origin,
+        &observations,
+        &from,
+        args.include_disturbed,
+    )?;
+    let out = args
+        .out
+        .unwrap_or_else(|| args.profile.with_extension("refined.json"));
+    refined.write(&out)?;
+    if args.json {
+        out!("{}", render::json(&refined)?)?;
+    } else {
+        out!("{}", render::render_refinement(&summary, &out))?;
+    }
+    Ok(0)
+}
+
 /// Runs `profile`; the exit code is 128 + the signal when one stopped it (its finished trials are kept).
-pub(super) fn profile_cmd(args: ProfileArgs) -> anyhow::Result<i32> {
+pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
+    if let Some(ProfileAction::Refine(r)) = args.action.take() {
+        return refine_cmd(r);
+    }
     let (json, plot) = (args.json, args.plot);
     let req = profile_request(args)?;
     super::reap_leftovers();

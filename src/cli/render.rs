@@ -328,7 +328,86 @@ pub(super) fn render_run(r: &RunReport) -> String {
         secs(r.mean_predicted_jct_s),
         pct(r.mean_difference)
     ));
+    out.push_str(&render_fidelity(r));
     out
+}
+
+/// The fidelity table of a run: per job and allocation, observed throughput against the profile's
+/// prediction before and after refinement.
+fn render_fidelity(r: &RunReport) -> String {
+    let mut out = format!(
+        "\nthroughput at each allocation, observed against the profile ({} observations, {} disturbed, in {}{}):\n",
+        r.observations,
+        r.disturbed_observations,
+        r.observation_log,
+        if r.refine { "; refined between rounds" } else { "" }
+    );
+    out.push_str(&format!(
+        "{:<16} {:>6} {:>8} {:>6} {:>17} {:>10} {:>8} {:>10} {:>8}\n",
+        "job", "cores", "mem GiB", "rounds", "observed/s", "profile", "error", "refined", "error"
+    ));
+    let mut any = false;
+    for j in &r.jobs {
+        for f in &j.fidelity {
+            any = true;
+            out.push_str(&format!(
+                "{:<16} {:>6.2} {:>8.2} {:>6} {:>17} {:>10.1} {:>+7.1}% {:>10} {:>8}\n",
+                j.name,
+                f.cpus,
+                f.memory_gib,
+                f.rounds,
+                format!("{:.1} ± {:.1}", f.observed_samples_per_s, f.observed_ci95),
+                f.predicted_before,
+                100.0 * f.error_before,
+                f.predicted_after
+                    .map_or_else(|| "-".to_string(), |v| format!("{v:.1}")),
+                f.error_after
+                    .map_or_else(|| "-".to_string(), |e| format!("{:+.1}%", 100.0 * e)),
+            ));
+        }
+    }
+    if !any {
+        out.push_str("  (no round was long enough to observe a throughput)\n");
+    }
+    for p in &r.refined_profiles {
+        out.push_str(&format!("refined profile: {p}\n"));
+    }
+    out
+}
+
+/// What `profile refine` did: per allocation, observed against predicted before and after, and why.
+pub(super) fn render_refinement(r: &crate::profile::refine::Refinement, out: &Path) -> String {
+    let mut s = format!(
+        "{}: refined from {} observation(s) ({} disturbed, {}; {} at other GPU counts, left out) in {}\n",
+        out.display(),
+        r.observations,
+        r.disturbed,
+        if r.included_disturbed { "folded in" } else { "left out" },
+        r.other_gpus,
+        r.from.join(", ")
+    );
+    s.push_str(&format!(
+        "{:>6} {:>8} {:>7} {:>6} {:>17} {:>10} {:>8} {:>10} {:>8}\n",
+        "cores", "mem GiB", "limited", "obs", "observed/s", "before", "error", "after", "error"
+    ));
+    for p in &r.points {
+        s.push_str(&format!(
+            "{:>6.2} {:>8.2} {:>7} {:>6} {:>17} {:>10.1} {:>+7.1}% {:>10.1} {:>+7.1}%\n",
+            p.cpus,
+            p.memory_gib,
+            if p.memory_limited { "yes" } else { "no" },
+            p.observations,
+            format!("{:.1} ± {:.1}", p.observed_samples_per_s, p.observed_ci95),
+            p.predicted_before,
+            100.0 * p.error_before(),
+            p.predicted_after,
+            100.0 * p.error_after(),
+        ));
+    }
+    for b in &r.because {
+        s.push_str(&format!("- {b}\n"));
+    }
+    s
 }
 
 /// What `plot` wrote, on one line.

@@ -42,6 +42,8 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         state_path,
         resume: args.resume,
         fresh: args.fresh,
+        refine: args.refine,
+        include_disturbed: args.include_disturbed,
     };
     super::reap_leftovers();
     let cancel = Cancel::on_signals()?;

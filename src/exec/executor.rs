@@ -44,6 +44,11 @@ pub struct ExecConfig {
     /// Start over even when the state file records an earlier run; without it (or `resume`), an
     /// existing state file is refused rather than overwritten.
     pub fresh: bool,
+    /// Refine each job's profile from the run's observations between rounds, so the planner's next
+    /// round uses the refined matrix (docs/run.md, "Refinement").
+    pub refine: bool,
+    /// Fold observations that other work disturbed into refinement too.
+    pub include_disturbed: bool,
 }
 
 /// One job's outcome, real beside predicted.
@@ -73,6 +78,9 @@ pub struct JobResult {
     pub restarts: u32,
     /// Why it failed.
     pub error: Option<String>,
+    /// Its observed throughput at each allocation it held, against its profile before and after
+    /// refinement.
+    pub fidelity: Vec<learn::FidelityPoint>,
 }
 
 /// A run's outcome.
@@ -104,6 +112,16 @@ pub struct RunReport {
     pub makespan_s: f64,
     /// The signal that interrupted the run, if one did.
     pub interrupted: Option<i32>,
+    /// Whether profiles were refined between rounds (`--refine`).
+    pub refine: bool,
+    /// The run's observation log.
+    pub observation_log: String,
+    /// Observations in it (this run's, resumed ones included).
+    pub observations: usize,
+    /// Of those, disturbed by other work.
+    pub disturbed_observations: usize,
+    /// The refined profiles written (with `--refine`).
+    pub refined_profiles: Vec<String>,
 }
 
 /// A policy and a mechanism, by name.
@@ -150,7 +168,15 @@ fn fmt_alloc(a: &Allocation) -> String {
     )
 }
 
-fn job_state(list: &JobList, i: usize, remaining_iters: u64, attained_s: f64) -> JobState {
+/// Job `i`'s scheduler state, its time per iteration from `catalog` (the list's, or the planner's
+/// with refined models).
+fn job_state(
+    list: &JobList,
+    catalog: &crate::sched::catalog::Catalog,
+    i: usize,
+    remaining_iters: u64,
+    attained_s: f64,
+) -> JobState {
     let j = &list.jobs[i];
     let mut state = JobState::arrived(
         i as u64,
@@ -158,7 +184,7 @@ fn job_state(list: &JobList, i: usize, remaining_iters: u64, attained_s: f64) ->
         j.gpus,
         j.arrival_s,
         j.work_iters(),
-        &list.catalog,
+        catalog,
     );
     state.remaining_iters = remaining_iters;
     state.attained_s = attained_s;
@@ -170,6 +196,8 @@ struct Live {
     allocation: Option<Allocation>,
     last_run_s: f64,
     starved: bool,
+    /// When its current observation window opened, seconds since the run started.
+    window_from_s: f64,
 }
 
 /// Where the round loop reads the time and how it waits between polls: the wall clock in a real run; in
@@ -240,10 +268,21 @@ pub(crate) fn run_on(
     )?;
     let planner = Planner::new(list.catalog.clone(), servers.clone(), policy, mechanism);
     let jobs_dir = job_state_dir(&cfg.state_path);
-    let state = open_state(list, backend, cfg, &jobs_dir, &*clock, log)?;
+    // Datasets are prepared before the run's clock starts (the state file's start time), so that a
+    // first run's JCTs do not count generating them.
     let launches = Launches::prepare(list, &*backend, &jobs_dir, cancel)?;
+    let state = open_state(list, backend, cfg, &jobs_dir, &*clock, log)?;
+    let learner = learn::Learner::open(
+        list,
+        &cfg.state_path,
+        cfg.resume,
+        cfg.refine,
+        cfg.include_disturbed,
+    )?;
 
-    let mut run = RoundLoop::new(list, cfg, backend, clock, log, planner, launches, state);
+    let mut run = RoundLoop::new(
+        list, cfg, backend, clock, log, planner, launches, state, learner,
+    );
     let outcome = run.until_end(cancel);
     // Whatever ended the loop, nothing of this run is left running: progress is saved by the jobs
     // (SIGTERM) and in the state file.
@@ -367,6 +406,7 @@ struct RoundLoop<'a, 'b> {
     /// Rounds planned by this executor.
     rounds: u64,
     saved_at: f64,
+    learner: learn::Learner,
 }
 
 impl<'a, 'b> RoundLoop<'a, 'b> {
@@ -380,6 +420,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         planner: Planner,
         launches: Launches,
         state: RunState,
+        learner: learn::Learner,
     ) -> Self {
         let elapsed_at_start = (clock.unix_s() - state.started_unix_s).max(0.0);
         let t0 = clock.monotonic_s() - elapsed_at_start;
@@ -390,6 +431,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 allocation: None,
                 last_run_s: j.arrival_s,
                 starved: false,
+                window_from_s: 0.0,
             })
             .collect();
         let saved_at = clock.monotonic_s();
@@ -407,6 +449,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
             next_round: elapsed_at_start,
             rounds: 0,
             saved_at,
+            learner,
         }
     }
 
@@ -532,8 +575,10 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         if active.is_empty() {
             return Ok(());
         }
+        let learned = self.observe(now)?;
         let allocations = self.plan(&active, now);
         let mut lines = vec![format!("round {} at {now:.1} s:", self.rounds)];
+        lines.extend(learned);
         // Pauses first, so the cores they free are free before anyone grows into them.
         for (k, &i) in active.iter().enumerate() {
             if allocations[k].is_none() {
@@ -555,6 +600,40 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         Ok(())
     }
 
+    /// Each running job's throughput over the round that ends at `now`, into the observation log; with
+    /// `--refine`, the profiles refined from it for the round about to be planned. Returns the log's
+    /// lines about refinement.
+    fn observe(&mut self, now: f64) -> Result<Vec<String>, ExecError> {
+        let mut new = 0;
+        for i in 0..self.list.jobs.len() {
+            if self.state.jobs[i].status != JobStatus::Running {
+                continue;
+            }
+            let Some(a) = self.live[i].allocation.clone() else {
+                continue;
+            };
+            let from = self.live[i].window_from_s;
+            let Some(w) = self.backend.observe(&self.list.jobs[i].name) else {
+                continue;
+            };
+            self.live[i].window_from_s = now;
+            self.learner.record(
+                self.list,
+                self.planner.catalog(),
+                i,
+                &a,
+                w,
+                self.rounds,
+                from,
+                now,
+            )?;
+            new += 1;
+        }
+        Ok(self
+            .learner
+            .refine_round(self.list, self.planner.catalog_mut(), new))
+    }
+
     /// What the planner gives each of the `active` jobs (same order) for the round at `now`.
     fn plan(&mut self, active: &[usize], now: f64) -> Vec<Option<Allocation>> {
         let mut states: Vec<JobState> = active
@@ -565,6 +644,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 let left = j.work_samples().saturating_sub(rec.samples_done);
                 let mut s = job_state(
                     self.list,
+                    self.planner.catalog(),
                     i,
                     left.div_ceil(j.batch_size as u64),
                     rec.attained_s,
@@ -626,6 +706,9 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
             }
             what.to_string()
         };
+        if what != "runs" {
+            self.live[i].window_from_s = now;
+        }
         let round_s = self.cfg.round_s;
         rec.status = JobStatus::Running;
         rec.rounds_run += 1;
@@ -657,13 +740,18 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
 
     /// The run's report: every job's real JCT beside its `predicted` one.
     fn report(
-        &self,
+        &mut self,
         servers: Vec<ServerInfo>,
         predicted: &[Option<f64>],
         makespan_s: f64,
         interrupted: Option<i32>,
     ) -> RunReport {
         let (list, cfg) = (self.list, self.cfg);
+        let mut refined_dir = cfg.state_path.as_os_str().to_owned();
+        refined_dir.push(".refined");
+        let refined_profiles = self
+            .learner
+            .finish(self.planner.catalog(), Path::new(&refined_dir));
         let mut results = Vec::new();
         for (i, (j, rec)) in list.jobs.iter().zip(&self.state.jobs).enumerate() {
             let real = rec.finish_s.map(|f| f - j.arrival_s);
@@ -681,6 +769,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 retries: rec.retries,
                 restarts: rec.restarts,
                 error: rec.error.clone(),
+                fidelity: self.learner.fidelity(list, &list.catalog, i),
             });
         }
         let both: Vec<(f64, f64)> = results
@@ -710,6 +799,16 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
             rounds: self.rounds,
             makespan_s,
             interrupted,
+            refine: cfg.refine,
+            observation_log: self.learner.log_path().display().to_string(),
+            observations: self.learner.observations.len(),
+            disturbed_observations: self
+                .learner
+                .observations
+                .iter()
+                .filter(|o| o.disturbed)
+                .count(),
+            refined_profiles,
         }
     }
 }
@@ -862,8 +961,11 @@ fn resume_state(
     Ok(st)
 }
 
+mod learn;
 mod preview;
 #[cfg(test)]
 mod tests;
+
+pub use learn::FidelityPoint;
 
 pub use preview::{dry_run, predict, PlannedJob, PlannedRound};

@@ -11,6 +11,8 @@ use crate::error::InputError;
 use crate::isolate::cgroup::CgroupBackend;
 use crate::isolate::ledger::{self, CoreLease};
 use crate::isolate::{Budget, Domain, IsolateError, Isolation};
+use crate::measure::contention::{self, HostReading, Reading};
+use crate::measure::estimate::{Estimator, EstimatorConfig};
 use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource};
 use crate::measure::progress::{RegexMatcher, RegexProgress};
 use crate::units::Bytes;
@@ -21,10 +23,21 @@ use crate::workload::spec::ProgressSpec;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a stopped workload gets to save its progress before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Warm-up left out of an observation window, seconds: after a start, a resize or a thaw the loaders
+/// refill the pipeline (docs/run.md, "Observations"). The estimator's MSER truncation removes a longer
+/// transient.
+const OBSERVE_WARMUP_S: f64 = 1.0;
+
+/// The steps a job made since its observation window opened, and the readings at its opening.
+struct ObserveWindow {
+    opened: Instant,
+    at_open: Reading,
+    steps: Vec<(Instant, f64, Option<u64>)>,
+}
 
 /// What the local server offers, from the host or capped by flags.
 #[derive(Debug, Clone, Default)]
@@ -52,6 +65,7 @@ struct LocalJob {
     frozen: bool,
     alloc: Allocation,
     exit: Option<JobExit>,
+    window: Option<ObserveWindow>,
 }
 
 /// One server, jobs in cgroups under this process's own.
@@ -238,12 +252,68 @@ impl LocalJob {
     fn drain(&mut self) {
         if let Some(rx) = &self.events {
             while let Ok(ev) = rx.try_recv() {
-                if let ProgressEvent::Step { samples, .. } = ev {
+                if let ProgressEvent::Step {
+                    samples, at, epoch, ..
+                } = ev
+                {
                     self.samples += samples.round() as u64;
                     self.steps += 1;
+                    if let Some(w) = self.window.as_mut().filter(|w| at >= w.opened) {
+                        w.steps.push((at, samples, epoch));
+                    }
                 }
             }
         }
+    }
+
+    /// The domain's and the host's readings now, `t_s` seconds into a window.
+    fn reading(&self, t_s: f64) -> Reading {
+        Reading {
+            t_s,
+            domain: self.domain.stats(),
+            host: HostReading::read(&self.alloc.cores, &self.domain.pids()),
+        }
+    }
+
+    /// Opens a new observation window now (after what came before is drained into the old one).
+    fn open_window(&mut self) {
+        self.window = Some(ObserveWindow {
+            opened: Instant::now(),
+            at_open: self.reading(0.0),
+            steps: Vec::new(),
+        });
+    }
+
+    /// The current window's estimate and disturbance, opening the next window; while too few steps
+    /// arrived for an estimate the window stays open, so the next round's observation covers both.
+    fn close_window(&mut self) -> Option<crate::exec::observe::Window> {
+        self.drain();
+        let w = self.window.as_ref()?;
+        let now = Instant::now();
+        let mut est = Estimator::new(EstimatorConfig {
+            warmup_s: OBSERVE_WARMUP_S,
+            ..EstimatorConfig::default()
+        });
+        for (at, samples, epoch) in &w.steps {
+            est.push_step(at.duration_since(w.opened).as_secs_f64(), *samples, *epoch);
+        }
+        let throughput = est.estimate()?;
+        let kind = self.domain.kind();
+        let end = self.reading(now.duration_since(w.opened).as_secs_f64());
+        let w = self.window.take()?;
+        self.open_window();
+        let disturbance = contention::assess(
+            self.alloc.cpus.0,
+            self.alloc.cores.len(),
+            &w.at_open,
+            &end,
+            &[],
+        );
+        Some(crate::exec::observe::Window {
+            throughput,
+            disturbance: Some(disturbance),
+            isolation: kind,
+        })
     }
 
     /// Stops the current launch (thawing it first: a frozen process cannot act on SIGTERM) and collects
@@ -291,9 +361,11 @@ impl Backend for LocalBackend {
             frozen: false,
             alloc: alloc.clone(),
             exit: None,
+            window: None,
         };
         // On failure the domain is dropped, which removes it.
         launch_into(job, &mut lj)?;
+        lj.open_window();
         self.jobs.insert(job.name.to_string(), lj);
         Ok(())
     }
@@ -301,14 +373,20 @@ impl Backend for LocalBackend {
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
         let lj = self.job(job.name)?;
         let same_gpus = lj.alloc.gpus == alloc.gpus;
+        lj.drain();
         lj.domain.update(&budget_of(alloc))?;
         lj.alloc = alloc.clone();
         if same_gpus || lj.running.is_none() || lj.exit.is_some() {
+            // What came before was another allocation's: the window starts again at this one.
+            if !lj.frozen {
+                lj.open_window();
+            }
             return Ok(Change::Live);
         }
         // A process cannot change its GPUs: stop it (it saves its progress) and start it again.
         lj.stop_launch();
         launch_into(job, lj)?;
+        lj.open_window();
         Ok(Change::Restarted)
     }
 
@@ -318,6 +396,7 @@ impl Backend for LocalBackend {
             lj.domain.set_frozen(true)?;
             lj.frozen = true;
         }
+        lj.window = None;
         Ok(())
     }
 
@@ -326,6 +405,8 @@ impl Backend for LocalBackend {
         if lj.frozen {
             lj.domain.set_frozen(false)?;
             lj.frozen = false;
+            lj.drain();
+            lj.open_window();
         }
         Ok(())
     }
@@ -362,7 +443,9 @@ impl Backend for LocalBackend {
     fn restart(&mut self, job: &JobLaunch) -> Result<(), ExecError> {
         let lj = self.job(job.name)?;
         lj.stop_launch();
-        launch_into(job, lj)
+        launch_into(job, lj)?;
+        lj.open_window();
+        Ok(())
     }
 
     fn stop(&mut self, job: &str) -> Result<(), ExecError> {
@@ -372,6 +455,14 @@ impl Backend for LocalBackend {
         lj.stop_launch();
         lj.domain.destroy()?;
         Ok(())
+    }
+
+    fn observe(&mut self, job: &str) -> Option<crate::exec::observe::Window> {
+        let lj = self.jobs.get_mut(job)?;
+        if lj.frozen || lj.exit.is_some() {
+            return None;
+        }
+        lj.close_window()
     }
 
     fn handle(&self, job: &str) -> Option<JobHandle> {

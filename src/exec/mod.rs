@@ -14,6 +14,7 @@ mod fake;
 pub mod jobs;
 pub mod launch_env;
 pub mod local;
+pub mod observe;
 pub mod plan;
 pub mod slurm;
 pub mod slurm_backend;
@@ -219,6 +220,13 @@ pub trait Backend {
     fn stop(&mut self, job: &str) -> Result<(), ExecError>;
     /// What a later executor needs to clean up this job.
     fn handle(&self, job: &str) -> Option<JobHandle>;
+    /// The job's throughput since the last call (or since it was started, resized or resumed), and
+    /// whether other work disturbed it; then starts a new window. `None` when too few steps arrived for
+    /// an estimate, or when the backend cannot observe (the default).
+    fn observe(&mut self, job: &str) -> Option<observe::Window> {
+        let _ = job;
+        None
+    }
     /// Kills and removes what the dead executor with process id `executor_pid` left behind: the jobs of
     /// the `handles` its state file saved, and whatever else of its run the backend can find by name
     /// ([`launch_env::domain_prefix`]). Returns how many jobs were removed.

@@ -76,6 +76,11 @@ impl Planner {
         &self.catalog
     }
 
+    /// The scheduler's models, to replace one with its refinement between rounds.
+    pub fn catalog_mut(&mut self) -> &mut Catalog {
+        &mut self.catalog
+    }
+
     /// Plans the round starting at `now_s` for the active `jobs`; `previous[i]` is what job `i` held
     /// last round (kept where possible).
     pub fn plan(

@@ -146,6 +146,8 @@ pub enum StopReason {
     Interrupted,
     /// The first epoch ended (with `first_epoch_only`).
     EpochEnded,
+    /// A real run's round ended: the window of an observation, not a trial (docs/run.md).
+    RoundEnded,
 }
 
 impl std::fmt::Display for StopReason {
@@ -157,6 +159,7 @@ impl std::fmt::Display for StopReason {
             StopReason::NoProgress => "no progress",
             StopReason::Interrupted => "interrupted",
             StopReason::EpochEnded => "first epoch ended",
+            StopReason::RoundEnded => "the round ended",
         })
     }
 }

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.2` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.3` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,11 +12,17 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.2";
+pub const SCHEMA: &str = "synergy-profile/1.3";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
-/// apply), so an older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 3] = ["synergy-profile/1", "synergy-profile/1.1", SCHEMA];
+/// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement), so an
+/// older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 4] = [
+    "synergy-profile/1",
+    "synergy-profile/1.1",
+    "synergy-profile/1.2",
+    SCHEMA,
+];
 
 /// A workload's profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +64,10 @@ pub struct Profile {
     /// the host's speed drifting during the profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// How observations of real runs moved the model (absent unless `synergy profile refine` or
+    /// `synergy run --refine` made this file; 1.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refinement: Option<super::refine::Refinement>,
 }
 
 /// Identity of the profiled workload.
@@ -195,6 +205,9 @@ pub enum TrialRole {
     Validation,
     /// A grid point measured by `--exhaustive`.
     Exhaustive,
+    /// Throughput a real run observed at an allocation the scheduler gave it (`synergy profile refine`,
+    /// `synergy run --refine`; 1.3).
+    Observed,
 }
 
 /// One trial of a profile.
@@ -398,6 +411,23 @@ pub struct Matrix {
     pub limited_by: Option<Vec<Vec<Stage>>>,
     /// The GPU-proportional allocation and its throughput, the normalization's 1.0.
     pub proportional: RatedAllocation,
+    /// Where each cell's number comes from, `[row][column]` (absent before 1.3 and in profiles no
+    /// refinement made: their cells are modelled except where a trial measured them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Vec<Vec<CellSource>>>,
+}
+
+/// Where a matrix cell's number comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CellSource {
+    /// A profiling trial ran at this allocation (a cached CPU trial stands for every column where memory
+    /// does not bind).
+    Measured,
+    /// A real run observed this allocation (same cores; memory in the same cache regime).
+    Observed,
+    /// The fitted model's prediction, measured nowhere.
+    Modelled,
 }
 
 /// The matrix per GPU.
@@ -708,6 +738,7 @@ pub(crate) mod tests {
                 normalized: vec![vec![0.5, 0.6], vec![0.9, 1.0]],
                 limited_by: None,
                 proportional: a,
+                source: None,
             },
             per_gpu: PerGpuMatrix {
                 cpus: vec![1.0, 2.0],
@@ -722,6 +753,7 @@ pub(crate) mod tests {
             validation: Vec::new(),
             validation_summary: Vec::new(),
             warnings: Vec::new(),
+            refinement: None,
         }
     }
 

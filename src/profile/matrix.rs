@@ -67,6 +67,43 @@ pub fn build(
         .map(|r| r.iter().map(|&t| norm(t)).collect())
         .collect();
 
+    let demand = demand_of(&abs, &normalized, cpus, memory_gib, gpus, server, tolerance);
+    let per_gpu = PerGpuMatrix {
+        cpus: cpus.iter().map(|c| c / g).collect(),
+        memory_gib: memory_gib.iter().map(|m| m / g).collect(),
+        normalized: normalized.clone(),
+    };
+    let matrix = Matrix {
+        cpus: cpus.to_vec(),
+        memory_gib: memory_gib.to_vec(),
+        samples_per_s: Some(abs),
+        normalized,
+        limited_by: Some(lim),
+        proportional: RatedAllocation {
+            cpus: prop_cpus,
+            memory_gib: prop_mem,
+            samples_per_s: Some(t_prop),
+            normalized: 1.0,
+        },
+        source: None,
+    };
+    (matrix, per_gpu, demand)
+}
+
+/// The best-case demand of a grid of absolute throughputs `abs[row][column]` (and their `normalized`
+/// values): the smallest allocation within `tolerance` of the best.
+pub fn demand_of(
+    abs: &[Vec<f64>],
+    normalized: &[Vec<f64>],
+    cpus: &[f64],
+    memory_gib: &[f64],
+    gpus: u32,
+    server: &ServerShape,
+    tolerance: f64,
+) -> Demand {
+    let g = gpus.max(1) as f64;
+    let prop_cpus = server.cpus_per_gpu() * g;
+    let prop_mem = server.memory_gib_per_gpu() * g;
     let best = abs.iter().flatten().cloned().fold(0.0, f64::max);
     // Smallest: least share of the server, counting cores and memory as fractions of the proportional
     // allocation, so neither resource's units dominate; ties go to fewer cores.
@@ -89,7 +126,7 @@ pub fn build(
         samples_per_s: Some(abs[i][j]),
         normalized: normalized[i][j],
     };
-    let demand = Demand {
+    Demand {
         job,
         per_gpu: RatedAllocation {
             cpus: job.cpus / g,
@@ -98,26 +135,47 @@ pub fn build(
             normalized: job.normalized,
         },
         tolerance,
-    };
-    let per_gpu = PerGpuMatrix {
-        cpus: cpus.iter().map(|c| c / g).collect(),
-        memory_gib: memory_gib.iter().map(|m| m / g).collect(),
-        normalized: normalized.clone(),
-    };
-    let matrix = Matrix {
-        cpus: cpus.to_vec(),
-        memory_gib: memory_gib.to_vec(),
-        samples_per_s: Some(abs),
-        normalized,
-        limited_by: Some(lim),
-        proportional: RatedAllocation {
-            cpus: prop_cpus,
-            memory_gib: prop_mem,
-            samples_per_s: Some(t_prop),
-            normalized: 1.0,
-        },
-    };
-    (matrix, per_gpu, demand)
+    }
+}
+
+/// Makes every column of the matrix non-decreasing in cores (a job given more cores, all else equal, is
+/// never predicted slower; docs/profile-format.md, "Refinement"), then recomputes the per-GPU view and
+/// the demand from the result. Returns how many cells it raised.
+pub fn make_monotone_in_cores(
+    m: &mut Matrix,
+    per_gpu: &mut PerGpuMatrix,
+    demand: &mut Demand,
+    gpus: u32,
+    server: &ServerShape,
+) -> usize {
+    let mut raised = 0;
+    let cols = m.memory_gib.len();
+    for j in 0..cols {
+        for i in 1..m.cpus.len() {
+            if m.normalized[i][j] < m.normalized[i - 1][j] {
+                m.normalized[i][j] = m.normalized[i - 1][j];
+                raised += 1;
+            }
+            if let Some(abs) = m.samples_per_s.as_mut() {
+                if abs[i][j] < abs[i - 1][j] {
+                    abs[i][j] = abs[i - 1][j];
+                }
+            }
+        }
+    }
+    per_gpu.normalized = m.normalized.clone();
+    if let Some(abs) = &m.samples_per_s {
+        *demand = demand_of(
+            abs,
+            &m.normalized,
+            &m.cpus,
+            &m.memory_gib,
+            gpus,
+            server,
+            demand.tolerance,
+        );
+    }
+    raised
 }
 
 #[cfg(test)]

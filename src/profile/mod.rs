@@ -6,6 +6,7 @@ pub mod file;
 pub mod matrix;
 pub mod plan;
 mod predict;
+pub mod refine;
 mod validate;
 pub mod zoo;
 

@@ -154,6 +154,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
                     samples_per_s: None,
                     normalized: 1.0,
                 },
+                source: None,
             },
             per_gpu: PerGpuMatrix {
                 cpus: cpus.clone(),
@@ -168,6 +169,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
             validation: Vec::new(),
             validation_summary: Vec::new(),
             warnings: Vec::new(),
+            refinement: None,
         };
         // Round-trip through the validating parser so an odd zoo fails here, naming the model.
         let json = serde_json::to_string(&p).expect("profiles serialize");

@@ -172,6 +172,13 @@ impl Catalog {
     pub fn get(&self, i: usize) -> &JobModel {
         &self.models[i]
     }
+
+    /// Replaces the model at an index with another of the same name (a refined profile's,
+    /// docs/run.md "Refinement"); its name keeps its index.
+    pub fn replace(&mut self, i: usize, mut model: JobModel) {
+        model.name = self.models[i].name.clone();
+        self.models[i] = model;
+    }
 }
 
 fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

@@ -36,6 +36,10 @@ const NONE: &[(&str, &str)] = &[];
 const IMAGE: &str = "{root}/profiles/image.json";
 const ZOO: &str = "{root}/profiles/zoo";
 const JOBS: &str = "{root}/examples/jobs-mixed.toml";
+const ZOO_RES18: &str = "{root}/profiles/zoo/res18.json";
+/// An observation log recorded from a real run (an image job given the audio profile), every line
+/// disturbed by the busy host it ran on.
+const FIXTURE_LOG: &str = "{root}/tests/data/image-on-audio.observations.jsonl";
 
 /// A spec with a declared footprint, running nothing.
 const FLOOR_SPEC: (&str, &str) = (
@@ -128,6 +132,23 @@ const TABLE: &[Row] = &[
         &["evil.toml", "name", "--out"],
     ),
     row(&["profile", "bad.toml"], &[BAD_TOML], &["bad.toml", "line 1"]),
+    // profile refine
+    row(&["profile", "refine", IMAGE], NONE, &["--from"]),
+    row(&["profile", "refine", IMAGE, "--from", "missing"], NONE, &["missing"]),
+    row(&["profile", "refine", "missing.json", "--from", "d"], &[A_DIR], &["missing.json"]),
+    row(&["profile", "refine", IMAGE, "--from", "d"], &[A_DIR], &["d", "observation log"]),
+    row(
+        &["profile", "refine", IMAGE, "--from", "x.observations.jsonl"],
+        &[("x.observations.jsonl", "{\"schema\": \"synergy-trial/1\"}\n")],
+        &["x.observations.jsonl", "line 1", "schema"],
+    ),
+    row(
+        &["profile", "refine", IMAGE, "--from", "x.observations.jsonl"],
+        &[("x.observations.jsonl", "\n{\"schema\": \"synergy-observation/1\", \"job\": 1}\n")],
+        &["x.observations.jsonl", "line 2", "job"],
+    ),
+    row(&["profile", "refine", ZOO_RES18, "--from", FIXTURE_LOG], NONE, &["res18", "model"]),
+    row(&["profile", "refine", IMAGE, "--from", FIXTURE_LOG], NONE, &["undisturbed", "image"]),
     // predict
     row(&["predict", IMAGE, "--cpus", "0", "--mem", "1"], NONE, &["--cpus"]),
     row(&["predict", IMAGE, "--cpus", "1", "--mem", "nan"], NONE, &["--mem"]),
@@ -227,6 +248,8 @@ const TABLE: &[Row] = &[
     row(&["run", JOBS, "--dry-run", "--backend", "slurm", "--gpus", "2"], NONE, &["--gpus"]),
     row(&["run", JOBS, "--dry-run", "--node", "n1"], NONE, &["--node"]),
     row(&["run", JOBS, "--resume", "--fresh"], NONE, &["--resume", "--fresh"]),
+    row(&["run", JOBS, "--dry-run", "--refine"], NONE, &["--refine", "--dry-run"]),
+    row(&["run", JOBS, "--gpus", "2", "--include-disturbed"], NONE, &["--refine"]),
     row(
         &["run", "jobs.toml", "--gpus", "2"],
         &[("jobs.toml", "[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nprofile = '{root}/profiles/image.json'\nsamples = 10\ngpus = 0\n")],

@@ -539,3 +539,117 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     // The run let go of its cores when it ended.
     assert_eq!(held_by_run(), 0);
 }
+
+/// `--refine` on a short real queue: an image job given the audio profile beside one given its own. The
+/// observation log is written beside the state file and every line reads back; the refined profiles
+/// exist, are profile files every command reads, and keep every matrix column non-decreasing in cores;
+/// the report sets observed throughput beside the profile before and after. No throughput threshold:
+/// the host is shared (disturbed observations are folded in, or a busy host would leave none).
+#[test]
+fn refine_observes_each_round_and_writes_sane_refined_profiles() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    let s = Setup::new();
+    let spec = s.spec("image", "image", 900);
+    let jobs = s.jobs(&[
+        ("wrong", &spec, "audio", 2400, 0.0),
+        ("right", &spec, "image", 2400, 0.0),
+    ]);
+    let child = s.start(
+        &jobs,
+        &[
+            "--gpus",
+            "2",
+            "--cpus",
+            "2",
+            "--round",
+            "2",
+            "--refine",
+            "--include-disturbed",
+        ],
+    );
+    let pid = child.id();
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    let log = s.path().join("jobs.state.observations.jsonl");
+    assert_eq!(report["observation_log"], log.display().to_string());
+    let lines: Vec<serde_json::Value> = read(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        !lines.is_empty(),
+        "no observation in {}:\n{stderr}",
+        log.display()
+    );
+    assert_eq!(report["observations"].as_u64(), Some(lines.len() as u64));
+    for o in &lines {
+        assert_eq!(o["schema"], "synergy-observation/1");
+        let rate = o["throughput"]["samples_per_s"].as_f64().unwrap();
+        assert!(rate > 0.0 && rate.is_finite(), "{o}");
+        assert!(o["cpus"].as_f64().unwrap() > 0.0);
+        assert!(["wrong", "right"].contains(&o["job"].as_str().unwrap()));
+    }
+    assert!(stderr.contains("refine:"), "{stderr}");
+    let written: Vec<String> = report["refined_profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    assert!(!written.is_empty(), "{report}");
+    for p in &written {
+        let out = common::synergy()
+            .args(["predict", p, "--cpus", "1", "--mem", "1", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{p}: {out:?}");
+        let v: serde_json::Value = serde_json::from_str(&read(Path::new(p)).unwrap()).unwrap();
+        assert_eq!(v["schema"], "synergy-profile/1.3");
+        assert!(v["refinement"]["points"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty()));
+        assert!(v["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["role"] == "observed"));
+        let m = &v["matrix"]["samples_per_s"];
+        let rows = m.as_array().unwrap();
+        for j in 0..rows[0].as_array().unwrap().len() {
+            for i in 1..rows.len() {
+                assert!(
+                    rows[i][j].as_f64().unwrap() >= rows[i - 1][j].as_f64().unwrap(),
+                    "{p}: column {j} falls at row {i}"
+                );
+            }
+        }
+        let src = v["matrix"]["source"].as_array().unwrap();
+        assert!(src
+            .iter()
+            .flat_map(|r| r.as_array().unwrap())
+            .all(|c| ["measured", "observed", "modelled"].contains(&c.as_str().unwrap())));
+    }
+    for name in ["wrong", "right"] {
+        let j = job(&report, name);
+        assert_eq!(j["status"], "done", "{j}");
+        for f in j["fidelity"].as_array().unwrap() {
+            assert!(f["observed_samples_per_s"].as_f64().unwrap() > 0.0, "{f}");
+            assert!(f["predicted_before"].as_f64().unwrap() > 0.0, "{f}");
+            assert!(f["predicted_after"].as_f64().is_some(), "{f}");
+        }
+    }
+    assert!(
+        job(&report, "wrong")["fidelity"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+            || job(&report, "right")["fidelity"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+        "{report}"
+    );
+    s.assert_clean(pid);
+}

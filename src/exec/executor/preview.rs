@@ -113,7 +113,7 @@ pub fn dry_run(
         }
         let mut states: Vec<JobState> = active
             .iter()
-            .map(|&i| job_state(list, i, remaining[i], attained[i]))
+            .map(|&i| job_state(list, &list.catalog, i, remaining[i], attained[i]))
             .collect();
         let previous: Vec<Option<Allocation>> = active.iter().map(|&i| prev[i].clone()).collect();
         let plan = planner.plan(&mut states, &previous, now);

@@ -39,6 +39,8 @@ fn config(dir: &Path, policy: &str, mechanism: &str, max_retries: u32) -> ExecCo
         state_path: dir.join("jobs.state.json"),
         resume: false,
         fresh: false,
+        refine: false,
+        include_disturbed: false,
     }
 }
 

@@ -335,6 +335,7 @@ pub fn run_profile(
         validation,
         validation_summary,
         warnings: run.warnings,
+        refinement: None,
     };
     profile.write(&req.out)?;
     let _ = std::fs::remove_file(&journal_path);

@@ -157,6 +157,7 @@ fn role_name(role: TrialRole) -> &'static str {
         TrialRole::Calibration => "calibration",
         TrialRole::Validation => "validation",
         TrialRole::Exhaustive => "exhaustive",
+        TrialRole::Observed => "observed",
     }
 }
 
