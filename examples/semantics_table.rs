@@ -2,7 +2,7 @@
 //! under this project's rules, the reference's, and ours with one behaviour at a time switched to the
 //! reference's. `cargo run --release --example semantics_table [LOAD...]` (default loads 9 and 4.5).
 
-use synergy::sched::semantics::{CappedSpeed, DemotionScope, Placement};
+use synergy::sched::semantics::{CappedSpeed, DemotionScope, Fallback, Placement};
 use synergy::sched::{mechanism_by_name, policy_by_name, Catalog};
 use synergy::sim::semantics::{RoundEnd, SimSemantics, TraceStreams};
 use synergy::sim::trace::{GenConfig, GpuMode, JobListSeed};
@@ -42,6 +42,11 @@ fn main() -> anyhow::Result<()> {
         ("+ one-server demotion", {
             let mut s = ours;
             s.core.demotion = DemotionScope::OneServer;
+            s
+        }),
+        ("+ own demand below share", {
+            let mut s = ours;
+            s.core.fallback = Fallback::OwnBelowShare;
             s
         }),
         (

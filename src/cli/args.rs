@@ -496,10 +496,10 @@ pub(super) struct SimulateArgs {
     /// Round length, seconds, more than 0.
     #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     pub(super) round_s: f64,
-    /// Scheduling rules: `synergy` (this project's) or `reference` (the reference simulator's multi-GPU
-    /// behaviour: one random stream for a --multi-gpu trace, linear speed of capped jobs, per-GPU
-    /// placement, one-server demotion, jobs ending at round boundaries; see docs/simulate.md). A trace
-    /// of single-GPU jobs runs the same under both.
+    /// Scheduling rules: `synergy` (this project's) or `reference` (the reference simulator's: one
+    /// random stream for a --multi-gpu trace, linear speed of capped jobs, per-GPU placement, one-server
+    /// demotion, tune falling back to a job's own demand below its share, jobs ending at round
+    /// boundaries; see docs/simulate.md).
     #[arg(long, value_name = "synergy|reference", default_value = "synergy")]
     pub(super) semantics: String,
     /// Parallel simulations in a sweep, at least 1 (default: the host's cores).

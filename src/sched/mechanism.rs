@@ -1,7 +1,7 @@
 //! The allocation mechanisms of docs/architecture.md §5.4 that need no solver: GPU-proportional, greedy best-case
 //! demand, and Synergy-TUNE.
 
-use super::place::{best_share, commit, find, place_with_demotion, speeds, Share};
+use super::place::{best_share, commit, fallback_share, find, place_with_demotion, speeds, Share};
 use super::{Grant, Mechanism, MechanismStats, Request};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::ClusterState;
@@ -114,12 +114,13 @@ pub fn tune_with(
                 speed + 1e-9 >= prop
             })
         };
-        if let Some(parts) = step1.or_else(|| find(state, req.gpus, Share::Proportional)) {
+        let fallback = fallback_share(catalog, state, req);
+        if let Some(parts) = step1.or_else(|| find(state, req.gpus, fallback)) {
             commit(state, slot, &parts);
             grants[slot].parts = parts;
             continue;
         }
-        match place_with_demotion(catalog, state, runnable, grants, slot) {
+        match place_with_demotion(catalog, state, runnable, grants, slot, fallback) {
             Some(d) => demotions += d,
             None => debug_assert!(false, "tune could not place a runnable job"),
         }

@@ -5,7 +5,7 @@
 use super::{Grant, Request};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterState, Part, ServerSpec, EPS};
-use crate::sched::semantics::{DemotionScope, Placement};
+use crate::sched::semantics::{DemotionScope, Fallback, Placement};
 
 /// What each GPU of a job brings with it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -41,6 +41,36 @@ pub fn best_share(catalog: &Catalog, state: &ClusterState, req: &Request) -> Sha
     Share::PerGpu {
         cpus: m.best_cpus_per_gpu.min(widest.cpus / g),
         memory_gib: m.best_memory_gib_per_gpu.min(widest.memory_gib / g),
+    }
+}
+
+/// What tune asks for once `req`'s best case has not fitted: GPU-proportional, or under the reference's
+/// [`Fallback::OwnBelowShare`] the best case itself when it is at or below every server's per-GPU share
+/// in cores and memory and runs at least as fast as at the largest of those shares, so that wherever it
+/// lands it is not below proportional speed (the reference's clusters are uniform; ours need not be).
+pub fn fallback_share(catalog: &Catalog, state: &ClusterState, req: &Request) -> Share {
+    if state.semantics.fallback == Fallback::Proportional || req.gpus > state.widest_server().gpus {
+        return Share::Proportional;
+    }
+    let own = best_share(catalog, state, req);
+    let m = catalog.get(req.model as usize);
+    let shares = state
+        .specs
+        .iter()
+        .map(|s| (s.cpus_per_gpu(), s.memory_gib_per_gpu()));
+    let (lo_c, lo_m, hi_c, hi_m) = shares.fold(
+        (f64::INFINITY, f64::INFINITY, 0.0f64, 0.0f64),
+        |(a, b, c, d), (pc, pm)| (a.min(pc), b.min(pm), c.max(pc), d.max(pm)),
+    );
+    match own {
+        Share::PerGpu { cpus, memory_gib }
+            if cpus <= lo_c + EPS
+                && memory_gib <= lo_m + EPS
+                && m.speed(cpus, memory_gib) + 1e-9 >= m.speed(hi_c, hi_m) =>
+        {
+            own
+        }
+        _ => Share::Proportional,
     }
 }
 
@@ -204,25 +234,28 @@ fn demote(
     freed
 }
 
-/// Tune's step 3: demote co-placed jobs until job `slot` fits at GPU-proportional share, as far as
-/// [`DemotionScope`] reaches; takes the room and returns the demotions made, or None.
+/// Tune's step 3: demote co-placed jobs until job `slot` fits at `share` (its [`fallback_share`]), as
+/// far as [`DemotionScope`] reaches; takes the room and returns the demotions made, or None.
 pub fn place_with_demotion(
     catalog: &Catalog,
     state: &mut ClusterState,
     requests: &[Request],
     grants: &mut [Grant],
     slot: usize,
+    share: Share,
 ) -> Option<u32> {
     match state.semantics.demotion {
-        DemotionScope::EveryServer => demote_anywhere(catalog, state, requests, grants, slot),
+        DemotionScope::EveryServer => {
+            demote_anywhere(catalog, state, requests, grants, slot, share)
+        }
         DemotionScope::OneServer => {
-            let (d, placed) = demote_on_one_server(catalog, state, requests, grants, slot);
+            let (d, placed) = demote_on_one_server(catalog, state, requests, grants, slot, share);
             if placed {
                 return Some(d);
             }
             // The reference stops the whole simulation here; every runnable job runs in ours, so the
             // search goes on over every server (docs/simulate.md, "Two semantics").
-            demote_anywhere(catalog, state, requests, grants, slot).map(|more| d + more)
+            demote_anywhere(catalog, state, requests, grants, slot, share).map(|more| d + more)
         }
     }
 }
@@ -230,7 +263,7 @@ pub fn place_with_demotion(
 /// The reference's step 3: the job's GPUs are looked for on one server (the first with enough free
 /// GPUs for a multi-GPU job, else the servers with the fewest free GPUs first), only the jobs placed
 /// there this round are demoted (single-server jobs first, then the most cores and memory per GPU),
-/// and the job is then placed at its share wherever it fits. Returns the demotions and whether it was
+/// and the job is then placed at `share` wherever it fits. Returns the demotions and whether it was
 /// placed.
 fn demote_on_one_server(
     catalog: &Catalog,
@@ -238,6 +271,7 @@ fn demote_on_one_server(
     requests: &[Request],
     grants: &mut [Grant],
     slot: usize,
+    share: Share,
 ) -> (u32, bool) {
     let gpus = requests[slot].gpus;
     let servers = state.specs.len() as u32;
@@ -263,7 +297,7 @@ fn demote_on_one_server(
     let mut demotions = 0;
     for (s, k) in targets {
         let si = s as usize;
-        let (c, m) = need(&state.specs[si], k, Share::Proportional);
+        let (c, m) = need(&state.specs[si], k, share);
         let mut residents: Vec<usize> = state.residents[si].iter().map(|&r| r as usize).collect();
         let per_gpu = |r: usize| {
             let (g, c, m) = grants[r].totals();
@@ -283,7 +317,7 @@ fn demote_on_one_server(
             }
         }
     }
-    match find(state, gpus, Share::Proportional) {
+    match find(state, gpus, share) {
         Some(parts) => {
             commit(state, slot, &parts);
             grants[slot].parts = parts;
@@ -294,13 +328,14 @@ fn demote_on_one_server(
 }
 
 /// Our step 3: on servers with free GPUs, demote over-provisioned residents (most first) until job
-/// `slot` fits at GPU-proportional share.
+/// `slot` fits at `share` (GPU-proportional under our rules).
 fn demote_anywhere(
     catalog: &Catalog,
     state: &mut ClusterState,
     requests: &[Request],
     grants: &mut [Grant],
     slot: usize,
+    share: Share,
 ) -> Option<u32> {
     let gpus = requests[slot].gpus;
     let mut left = gpus;
@@ -324,7 +359,7 @@ fn demote_anywhere(
         if k == 0 {
             continue;
         }
-        let (c, m) = need(&state.specs[si], k, Share::Proportional);
+        let (c, m) = need(&state.specs[si], k, share);
         if !state.fits(si, k, c, m) {
             let mut residents: Vec<(f64, usize)> = state.residents[si]
                 .iter()
@@ -416,7 +451,8 @@ mod tests {
             find(&state, 1, Share::Proportional).is_none(),
             "2 cores are free"
         );
-        let d = place_with_demotion(&c, &mut state, &reqs, &mut grants, 3).unwrap();
+        let d = place_with_demotion(&c, &mut state, &reqs, &mut grants, 3, Share::Proportional)
+            .unwrap();
         assert_eq!(d, 1);
         assert!(grants[1].demoted && !grants[0].demoted && !grants[2].demoted);
         assert_eq!(grants[1].parts[0].cpus, 4.0);

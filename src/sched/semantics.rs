@@ -1,7 +1,7 @@
 //! The rules the scheduling core follows where this project and the reference simulator
-//! (msr-fiddle/synergy) disagree about multi-GPU jobs (docs/simulate.md, "Two semantics"). One value of
-//! [`Semantics`] travels with the cluster state of a round ([`ClusterState::semantics`]), so placement,
-//! demotion and speed each ask it once instead of every caller branching on a flag.
+//! (msr-fiddle/synergy) disagree (docs/simulate.md, "Two semantics"). One value of [`Semantics`] travels
+//! with the cluster state of a round ([`ClusterState::semantics`]), so placement, demotion, tune's
+//! fallback and speed each ask it once instead of every caller branching on a flag.
 //!
 //! [`ClusterState::semantics`]: crate::sched::ClusterState::semantics
 
@@ -42,6 +42,17 @@ pub enum DemotionScope {
     OneServer,
 }
 
+/// What tune asks for when a job's best case does not fit anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// The GPU-proportional share, whatever the best case (ours: one rule for every job).
+    Proportional,
+    /// The reference's: the proportional share when the best case exceeds it in cores or memory, else
+    /// the job's own best case, smaller than its share; demotion then makes room for that and the job
+    /// is placed at it. (The zoo's language models, 1 core and 20 GB a GPU, are such jobs.)
+    OwnBelowShare,
+}
+
 /// The rules of one scheduling core; see docs/simulate.md, "Two semantics".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Semantics {
@@ -51,6 +62,8 @@ pub struct Semantics {
     pub placement: Placement,
     /// Reach of tune's demotions.
     pub demotion: DemotionScope,
+    /// Tune's demand once the best case has not fitted.
+    pub fallback: Fallback,
 }
 
 impl Semantics {
@@ -59,12 +72,14 @@ impl Semantics {
         capped_speed: CappedSpeed::Matrix,
         placement: Placement::OneServerFirst,
         demotion: DemotionScope::EveryServer,
+        fallback: Fallback::Proportional,
     };
     /// The reference simulator's rules.
     pub const REFERENCE: Semantics = Semantics {
         capped_speed: CappedSpeed::LinearInCpus,
         placement: Placement::FirstFitPerGpu,
         demotion: DemotionScope::OneServer,
+        fallback: Fallback::OwnBelowShare,
     };
 
     /// Normalized speed of a `gpus`-GPU job of model `m` holding `cpus_per_gpu` cores and

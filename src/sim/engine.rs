@@ -94,11 +94,7 @@ pub fn run(
             .into());
         }
     }
-    let multi_gpu = match &source {
-        TraceSource::Jobs(jobs) => jobs.iter().any(|j| j.gpus > 1),
-        TraceSource::Generated(g) => g.gpu_mode == GpuMode::Multi,
-    };
-    let semantics = cfg.semantics.for_trace(multi_gpu);
+    let semantics = cfg.semantics;
     let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {

@@ -69,17 +69,6 @@ impl SimSemantics {
         }
     }
 
-    /// The rules a run follows: these for a trace with multi-GPU jobs, and this project's for one
-    /// whose jobs all take one GPU. The single-GPU runs already reproduce the reference (the published
-    /// seed-42 figures are their test, docs/simulate.md), so `--semantics` leaves them as they are.
-    pub fn for_trace(self, multi_gpu: bool) -> SimSemantics {
-        if multi_gpu {
-            self
-        } else {
-            SimSemantics::SYNERGY
-        }
-    }
-
     /// Its name on the command line (`custom` for a mix built in code).
     pub fn name(&self) -> &'static str {
         match *self {
