@@ -133,27 +133,20 @@ last_tty=$((gpus - 1))
 gres_file="/dev/tty[0-$last_tty]"
 [ "$gpus" -eq 1 ] && gres_file=/dev/tty0
 
+[ -s /etc/slurm/slurm.conf ] && [ -s /etc/slurm/cgroup.conf ] || die "no /etc/slurm/slurm.conf: run scripts/slurm-setup.sh first"
 new_conf="$(mktemp -d)"
 trap 'rm -rf "$new_conf"' EXIT
-cat >"$new_conf/slurm.conf" <<EOF
-# Written by synergy's scripts/slurm-nodes.sh: $nodes nodes on one host, each in its own network namespace.
+cp /etc/slurm/cgroup.conf "$new_conf/cgroup.conf"
+# The single-node cluster's settings (plugins, confinement, timers), less what is its own: name, addresses,
+# state, pid and log files, accounting, nodes and partition. Then this cluster's own.
+{
+  echo "# Written by synergy's scripts/slurm-nodes.sh: $nodes nodes on one host, each in its own network namespace."
+  grep -Ev '^(#|ClusterName|SlurmctldHost|StateSaveLocation|SlurmdSpoolDir|Slurm(ctld|d)(PidFile|LogFile)|Accounting|JobAcctGather|JobComp|NodeName|PartitionName)' /etc/slurm/slurm.conf
+  cat <<EOF
 ClusterName=synergy-nodes
 SlurmctldHost=$host($net.1)
 SlurmctldPort=6827
 SlurmdPort=6828
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-MailProg=/bin/true
-ProctrackType=proctrack/cgroup
-TaskPlugin=task/cgroup
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-SchedulerType=sched/backfill
-GresTypes=gpu
-ReturnToService=2
 StateSaveLocation=$state_dir/slurmctld
 SlurmdSpoolDir=$state_dir/slurmd-%n
 SlurmctldPidFile=$run_dir/slurmctld.pid
@@ -163,13 +156,8 @@ SlurmdLogFile=$log_dir/slurmd-%n.log
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-SchedulerParameters=sched_interval=2
-SlurmctldTimeout=30
-SlurmdTimeout=60
-KillWait=10
-MinJobAge=300
-DefMemPerCPU=512
 EOF
+} >"$new_conf/slurm.conf"
 : >"$new_conf/gres.conf"
 for k in $(seq 1 "$nodes"); do
   n="$(node_name "$k")"
@@ -181,7 +169,6 @@ for k in $(seq 1 "$nodes"); do
   echo "NodeName=$n Name=gpu File=$gres_file" >>"$new_conf/gres.conf"
 done
 echo "PartitionName=main Nodes=synergy-n[1-$nodes] Default=YES MaxTime=INFINITE State=UP" >>"$new_conf/slurm.conf"
-cp /etc/slurm/cgroup.conf "$new_conf/cgroup.conf" 2>/dev/null || die "no /etc/slurm/cgroup.conf: run scripts/slurm-setup.sh first"
 
 install -d "$conf_dir" "$state_dir/slurmctld" "$log_dir" "$run_dir"
 changed=no

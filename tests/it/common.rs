@@ -382,3 +382,13 @@ pub fn job<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Val
         .find(|j| j["name"] == name)
         .unwrap()
 }
+
+/// How many cores the core ledger under `runtime` (a `SYNERGY_RUNTIME_DIR`) has held by process `pid`.
+pub fn cores_held_by(runtime: &Path, pid: &str) -> usize {
+    std::fs::read_dir(runtime.join("cores"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.lines().next() == Some(pid)))
+        .count()
+}

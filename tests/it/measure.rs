@@ -284,18 +284,7 @@ fn a_measure_needing_cores_another_holds_is_refused_naming_it() {
     // Long enough to still hold its cores while the second one starts and is refused.
     let mut first = start_measure(runtime.path(), "2", &["--min-seconds", "8"]);
     let pid = first.id().to_string();
-    let cores = runtime.path().join("cores");
-    let held_by_first = || {
-        std::fs::read_dir(&cores)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                std::fs::read_to_string(e.path())
-                    .is_ok_and(|t| t.lines().next() == Some(pid.as_str()))
-            })
-            .count()
-    };
+    let held_by_first = || common::cores_held_by(runtime.path(), &pid);
     let deadline = Instant::now() + Duration::from_secs(120);
     while held_by_first() < 2 {
         assert!(

@@ -503,18 +503,7 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
-    let cores = runtime.path().join("cores");
-    let held_by_run = || {
-        std::fs::read_dir(&cores)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| {
-                std::fs::read_to_string(e.path())
-                    .is_ok_and(|t| t.lines().next() == Some(pid.as_str()))
-            })
-            .count()
-    };
+    let held_by_run = || common::cores_held_by(runtime.path(), &pid);
     let deadline = Instant::now() + Duration::from_secs(60);
     while held_by_run() < 2 {
         assert!(Instant::now() < deadline, "the run never claimed its cores");
