@@ -15,12 +15,13 @@ use crate::exec::{executor, jobs::JobList, local, local::LocalOptions};
 pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
     let list = JobList::read(&args.jobs)?;
     let (local_opts, slurm_opts) = backend_options(&args)?;
+    // The servers' shape only: no cgroups are made, no cores claimed, nothing submitted. Enough for a plan,
+    // and for refusing a job list the servers cannot hold before anything starts.
+    let servers = match args.backend {
+        RunBackend::Local => local::discover(&local_opts)?,
+        RunBackend::Slurm => slurm_backend::discover(&Slurm::new(), &slurm_opts)?,
+    };
     if args.dry_run {
-        // A plan needs the servers' shape only: no cgroups are made, nothing is submitted.
-        let servers = match args.backend {
-            RunBackend::Local => local::discover(&local_opts)?,
-            RunBackend::Slurm => slurm_backend::discover(&Slurm::new(), &slurm_opts)?,
-        };
         let rounds =
             executor::dry_run(&list, &servers, &args.policy, &args.mechanism, args.round_s)?;
         if args.json {
@@ -45,6 +46,7 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         refine: args.refine,
         include_disturbed: args.include_disturbed,
     };
+    executor::check_servers(&list, &servers)?;
     super::reap_leftovers();
     let cancel = Cancel::on_signals()?;
     let mut backend: Box<dyn crate::exec::Backend> = match args.backend {

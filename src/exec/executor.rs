@@ -144,7 +144,7 @@ fn widest_server_gpus(servers: &[ServerInfo]) -> u32 {
 
 /// The list against the servers, before anything is planned or launched: every job fits a server's
 /// GPUs, and the roomiest server's memory share holds its footprint.
-fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), InputError> {
+pub fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), InputError> {
     list.check_fits(widest_server_gpus(servers))?;
     let per_gpu = |s: &ServerInfo| s.memory.0 as f64 / s.gpus.len().max(1) as f64;
     match servers
