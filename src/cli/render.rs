@@ -679,11 +679,11 @@ pub(super) fn render_advisor(
     o.push_str("profile       partition     1 GPU: cores        memory (MB)\n");
     for z in t.sizes.iter().filter(|z| z.gpus == 1) {
         o.push_str(&format!(
-            "{:<13} {:<13} {:>5} ({:<6})  {:>9} ({})\n",
+            "{:<13} {:<13} {:>5} {:<8}  {:>9} ({})\n",
             z.profile,
             z.partition,
             z.cpus,
-            z.cpus_by.word(),
+            format!("({})", z.cpus_by.word()),
             z.memory_mb,
             z.memory_by.word()
         ));

@@ -1,6 +1,6 @@
 //! The Slurm submit-time advisor (`synergy slurm advisor`, docs/slurm.md "The submit-time advisor")
 //! against a real slurmctld with `JobSubmitPlugins=lua`: the controller of `scripts/slurm-advisor-ctld.sh`,
-//! started here in a temporary directory on its own port, so replacing its script and table disturbs
+//! started here in a temporary directory on a free port of its own, so replacing its script and table disturbs
 //! neither local test cluster. Its nodes never start, so jobs stay pending: what the plugin made of each
 //! submission is what `scontrol show job` and sbatch's own output say. Needs root and munged
 //! (`scripts/slurm-setup.sh`); the tests fail and say so otherwise.
@@ -20,8 +20,15 @@ struct Ctld {
 impl Ctld {
     fn start() -> Ctld {
         let dir = tempfile::tempdir().unwrap();
+        // A port nothing listens on (not the script's default), so a controller left by a killed run, or
+        // the benchmark's, cannot answer in this one's place.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let out = Command::new(SCRIPT)
-            .args(["start", dir.path().to_str().unwrap()])
+            .args(["start", dir.path().to_str().unwrap(), &port.to_string()])
             .output()
             .unwrap();
         assert!(
@@ -252,6 +259,14 @@ fn the_advisor_sizes_profiled_jobs_and_fails_open() {
     let (job, said) = c.submit(&["--gres=gpu:1", "--comment=synergy:res18", "-c", "1"]);
     assert_eq!(sized(&job).0, "1", "{job}");
     assert!(said.contains("has table version `9`"), "{said}");
+    c.put("synergy-advisor.tsv", "\u{0}\u{1}garbage\nnot\ta table\n");
+    let (job, said) = c.submit(&["--gres=gpu:1", "--comment=synergy:res18", "-c", "1"]);
+    assert_eq!(sized(&job).0, "1", "{job}");
+    assert!(
+        said.contains("is not a synergy advisor table header"),
+        "{said}"
+    );
+    assert!(c.ping(), "slurmctld went down on a broken table");
     std::fs::remove_file(&table).unwrap();
     let (job, _) = c.submit(&["--gres=gpu:1", "--comment=synergy:res18", "-c", "1"]);
     assert_eq!(sized(&job).0, "1", "{job}");
