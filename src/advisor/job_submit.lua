@@ -184,7 +184,10 @@ local function advise(job_desc)
   if not t.sizes[profile] then
     return string.format("profile `%s` is not in %s: kept as asked", profile, TABLE_PATH), true
   end
-  local partition = job_desc.partition or t.default_partition
+  local partition = job_desc.partition
+  if partition == nil or partition == "" then
+    partition = t.default_partition
+  end
   if not partition or partition:find(",") then
     return string.format("profile `%s`: partition `%s` is not one partition: kept as asked", profile, tostring(partition)), true
   end

@@ -385,8 +385,9 @@ pub fn check(text: &str, partitions: &[Partition], now_s: u64) -> Vec<Problem> {
             line: None,
             field: "default_partition".into(),
             message: format!(
-                "the table says {:?}, the cluster's default partition is {:?}",
-                t.default_partition, cluster_default
+                "the table says `{}`, the cluster's default partition is `{}`",
+                t.default_partition.as_deref().unwrap_or("(none)"),
+                cluster_default.map_or("(none)", String::as_str)
             ),
         });
     }
