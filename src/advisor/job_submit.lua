@@ -156,11 +156,12 @@ end
 
 -- The advice for one job: returns the reason it was left alone, or nil once it was resized.
 local function advise(job_desc)
-  local comment = job_desc.comment or ""
-  if comment:find("synergy%-run:") then
+  -- Words of the comment: `synergy:NAME` and `synergy-run:...` count only at the start of one.
+  local comment = " " .. (job_desc.comment or "")
+  if comment:find("%ssynergy%-run:") then
     return "submitted by synergy run, which sized it already: kept as asked", false
   end
-  local named = comment:match("synergy:([%w%._%-]+)")
+  local named = comment:match("%ssynergy:([%w%._%-]+)")
   local t, why = read_table()
   if not t then
     return why .. ": kept as asked", named ~= nil

@@ -218,6 +218,9 @@ fn the_advisor_sizes_profiled_jobs_and_fails_open() {
         job.contains("submitted by synergy run, which sized it already: kept as asked"),
         "{job}"
     );
+    // `synergy:` inside another word names nothing.
+    let (job, _) = c.submit(&["--gres=gpu:1", "-c", "1", "--comment=nosynergy:res18"]);
+    assert_eq!(field(&job, "NumCPUs"), "1", "{job}");
     // A profile the table does not have.
     let (job, said) = c.submit(&["--gres=gpu:1", "--comment=synergy:gnmt"]);
     assert_eq!(field(&job, "NumCPUs"), "1", "{job}");
