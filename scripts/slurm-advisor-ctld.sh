@@ -96,11 +96,7 @@ NodeName=adv-gpu[1-2] Name=gpu Count=8
 NodeName=adv-small1 Name=gpu Count=2
 EOF
 if [ "$plugin" = yes ] && [ ! -e "$dir/job_submit.lua" ]; then
-  cat >"$dir/job_submit.lua" <<'EOF'
--- Pass-through until `synergy slurm advisor --out DIR` writes the advisor here.
-function slurm_job_submit(job_desc, part_list, submit_uid) return slurm.SUCCESS end
-function slurm_job_modify(job_desc, job_rec, part_list, modify_uid) return slurm.SUCCESS end
-EOF
+  install -m 0644 "$(dirname "$0")/job_submit-passthrough.lua" "$dir/job_submit.lua"
 fi
 # A fresh state each start: jobs of an earlier run would only slow the controller down.
 rm -rf "${dir:?}/state/"*
