@@ -1,14 +1,20 @@
 //! The Slurm submit-time advisor (`synergy slurm advisor`, docs/slurm.md "The submit-time advisor")
-//! against a real slurmctld with `JobSubmitPlugins=lua`: the controller of `scripts/slurm-advisor-ctld.sh`,
-//! started here in a temporary directory on a free port of its own, so replacing its script and table disturbs
+//! against real slurmctlds with `JobSubmitPlugins=lua`.
+//!
+//! Most cases run on the controller of `scripts/slurm-advisor-ctld.sh`, started here in a temporary directory
+//! on a free port of its own, so replacing its script and table (broken tables, a broken script) disturbs
 //! neither local test cluster. Its nodes never start, so jobs stay pending: what the plugin made of each
-//! submission is what `scontrol show job` and sbatch's own output say. Needs root and munged
+//! submission is what `scontrol show job` and sbatch's own output say.
+//!
+//! One test installs the advisor on the single-node cluster of `scripts/slurm-setup.sh`, whose plugin runs a
+//! pass-through script, and shows a profiled job running with the advised cores and memory, in Slurm's
+//! allocation and in the kernel's cgroups; a guard puts the pass-through back. Needs root and the daemons
 //! (`scripts/slurm-setup.sh`); the tests fail and say so otherwise.
 
-use crate::common::{self, shared};
+use crate::common::{self, serial, shared};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm-advisor-ctld.sh");
 
@@ -349,4 +355,204 @@ fn the_check_refuses_a_table_that_does_not_fit_the_cluster() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty());
+}
+
+/// The single-node cluster of `scripts/slurm-setup.sh` (default `SLURM_CONF`): its slurmctld runs
+/// `JobSubmitPlugins=lua` with the pass-through script beside its slurm.conf.
+const LOCAL_CONF_DIR: &str = "/etc/slurm";
+const PASSTHROUGH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/scripts/job_submit-passthrough.lua"
+);
+
+/// The advisor installed on the local cluster, taken out when dropped (a failing test's too): its jobs
+/// cancelled, the pass-through script back (dated past the advisor's, so slurmctld reloads it) and the
+/// table removed.
+struct Installed {
+    jobs: Vec<String>,
+}
+
+impl Installed {
+    /// Installs `from`'s table, then its script (the script reads the table on every submission).
+    fn install(from: &Path) -> Installed {
+        let dir = Path::new(LOCAL_CONF_DIR);
+        let passthrough = std::fs::read_to_string(PASSTHROUGH).unwrap();
+        let conf = std::fs::read_to_string(dir.join("slurm.conf")).unwrap_or_default();
+        let script =
+            std::fs::read_to_string(dir.join(synergy::advisor::SCRIPT_FILE)).unwrap_or_default();
+        // The advisor's own script is what a run killed before its guard ran leaves behind; any other is an
+        // administrator's, and is not this test's to replace.
+        assert!(
+            conf.lines().any(|l| l.trim() == "JobSubmitPlugins=lua")
+                && (script == passthrough || script == synergy::advisor::SCRIPT),
+            "the local cluster runs no pass-through job_submit.lua in {LOCAL_CONF_DIR}: run scripts/slurm-setup.sh"
+        );
+        let guard = Installed { jobs: Vec::new() };
+        let table = std::fs::read(from.join(synergy::advisor::TABLE_FILE)).unwrap();
+        synergy::fsutil::write_atomic(&dir.join(synergy::advisor::TABLE_FILE), &table).unwrap();
+        put_script(synergy::advisor::SCRIPT);
+        guard
+    }
+
+    /// Submits `sleep 30` with `args`: its id and what sbatch printed on stderr.
+    fn submit(&mut self, args: &[&str]) -> (String, String) {
+        let mut all = vec!["--parsable", "--output=/dev/null", "--chdir=/"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--wrap", "sleep 30"]);
+        let out = Command::new("sbatch").args(&all).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "sbatch {args:?}: {stderr}");
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        self.jobs.push(id.clone());
+        (id, stderr)
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        if !self.jobs.is_empty() {
+            let _ = Command::new("scancel").args(&self.jobs).output();
+        }
+        if let Ok(passthrough) = std::fs::read_to_string(PASSTHROUGH) {
+            put_script(&passthrough);
+        }
+        let _ = std::fs::remove_file(Path::new(LOCAL_CONF_DIR).join(synergy::advisor::TABLE_FILE));
+    }
+}
+
+/// Replaces the local cluster's job_submit.lua whole, dated so that slurmctld reloads it (see [`bump`]).
+fn put_script(text: &str) {
+    let p = Path::new(LOCAL_CONF_DIR).join(synergy::advisor::SCRIPT_FILE);
+    let before = std::fs::metadata(&p)
+        .and_then(|m| m.modified())
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    synergy::fsutil::write_atomic(&p, text.as_bytes()).unwrap();
+    bump(&p, before);
+}
+
+/// `scontrol show job -d -o` of `job` once it is RUNNING.
+fn running(job: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = Command::new("scontrol")
+            .args(["show", "job", "-d", "-o", job])
+            .output()
+            .unwrap();
+        let show = String::from_utf8_lossy(&out.stdout).into_owned();
+        if field(&show, "JobState") == "RUNNING" {
+            return show;
+        }
+        assert!(Instant::now() < deadline, "job {job} never ran: {show}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The kernel's cpuset and memory limit of a running job of the local cluster (Slurm's cgroup v1 tree
+/// `slurm_<node>`, as in docs/slurm.md). slurmctld says RUNNING before slurmstepd has made the job's
+/// cgroups, so this waits until the batch step's process is in both.
+fn job_cgroup(show: &str) -> (String, u64) {
+    let (node, job) = (field(show, "NodeList"), field(show, "JobId"));
+    let path =
+        |ctl: &str, file: &str| format!("/sys/fs/cgroup/{ctl}/slurm_{node}/uid_0/job_{job}/{file}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ["cpuset", "memory"].iter().any(|ctl| {
+        std::fs::read_to_string(path(ctl, "step_batch/cgroup.procs"))
+            .map_or(true, |procs| procs.trim().is_empty())
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "job {job}'s batch step has no cgroups: {show}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = |ctl: &str, file: &str| {
+        let p = path(ctl, file);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+    };
+    (
+        read("cpuset", "cpuset.cpus").trim().to_string(),
+        read("memory", "memory.limit_in_bytes")
+            .trim()
+            .parse()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn a_profiled_job_runs_on_the_local_node_with_the_advised_cores_and_memory() {
+    let _host = serial();
+    // The advisor's files for the live cluster (sinfo): res18 asks more cores per GPU than this node's
+    // share, so the advisor raises it, here to the whole node.
+    let out_dir = tempfile::tempdir().unwrap();
+    let made = common::synergy()
+        .args([
+            "slurm",
+            "advisor",
+            &repo("profiles/zoo/res18.json"),
+            "--json",
+            "--out",
+        ])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    let part = &v["table"]["partitions"][0];
+    let shape = &part["shapes"][0];
+    let share = shape["cpus"].as_u64().unwrap() / shape["gpus"].as_u64().unwrap();
+    let size = v["table"]["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["gpus"] == 1 && s["partition"] == part["name"])
+        .unwrap_or_else(|| panic!("no 1-GPU size: {v}"));
+    let (cpus, mem_mb) = (
+        size["cpus"].as_u64().unwrap(),
+        size["memory_mb"].as_u64().unwrap(),
+    );
+    assert!(
+        cpus > share && cpus > 1,
+        "res18 is not raised above the share here: {v}"
+    );
+
+    let mut adv = Installed::install(out_dir.path());
+    let (sized_job, said) = adv.submit(&["--gres=gpu:1", "--comment=synergy:res18"]);
+    let (plain_job, _) = adv.submit(&["--gres=gpu:1"]);
+    assert!(
+        said.contains("synergy: profile `res18`, 1 GPU(s)"),
+        "{said}"
+    );
+
+    // Slurm gave the job the advised cores and memory, and the kernel confines it to exactly them.
+    let show = running(&sized_job);
+    assert_eq!(field(&show, "NumCPUs"), cpus.to_string(), "{show}");
+    assert_eq!(field(&show, "Mem"), mem_mb.to_string(), "{show}");
+    let ids = field(&show, "CPU_IDs");
+    assert_eq!(ids, format!("0-{}", cpus - 1), "{show}");
+    let (cpuset, limit) = job_cgroup(&show);
+    assert_eq!((cpuset.as_str(), limit), (ids, mem_mb << 20), "{show}");
+    // The job without a comment, submitted beside it, keeps its one core and the default memory; it waits
+    // for the node, then runs on one core.
+    let plain = Command::new("scontrol")
+        .args(["show", "job", "-o", &plain_job])
+        .output()
+        .unwrap();
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert_eq!(field(&plain, "NumCPUs"), "1", "{plain}");
+    assert!(
+        plain.contains("AdminComment=synergy-advisor: no profile named"),
+        "{plain}"
+    );
+    let cancel = Command::new("scancel").arg(&sized_job).output().unwrap();
+    assert!(cancel.status.success());
+    let show = running(&plain_job);
+    assert_eq!(field(&show, "NumCPUs"), "1", "{show}");
+    let ids = field(&show, "CPU_IDs");
+    assert!(ids.parse::<u32>().is_ok(), "{show}");
+    let mem: u64 = field(&show, "Mem").parse().unwrap();
+    assert_eq!(job_cgroup(&show), (ids.to_string(), mem << 20), "{show}");
 }
