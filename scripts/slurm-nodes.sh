@@ -138,10 +138,11 @@ new_conf="$(mktemp -d)"
 trap 'rm -rf "$new_conf"' EXIT
 cp /etc/slurm/cgroup.conf "$new_conf/cgroup.conf"
 # The single-node cluster's settings (plugins, confinement, timers), less what is its own: name, addresses,
-# state, pid and log files, accounting, nodes and partition. Then this cluster's own.
+# state, pid and log files, accounting, the job-submit plugin (its script lives beside the single-node
+# cluster's slurm.conf), nodes and partition. Then this cluster's own.
 {
   echo "# Written by synergy's scripts/slurm-nodes.sh: $nodes nodes on one host, each in its own network namespace."
-  grep -Ev '^(#|ClusterName|SlurmctldHost|StateSaveLocation|SlurmdSpoolDir|Slurm(ctld|d)(PidFile|LogFile)|Accounting|JobAcctGather|JobComp|NodeName|PartitionName)' /etc/slurm/slurm.conf
+  grep -Ev '^(#|ClusterName|SlurmctldHost|StateSaveLocation|SlurmdSpoolDir|Slurm(ctld|d)(PidFile|LogFile)|Accounting|JobAcctGather|JobComp|JobSubmitPlugins|NodeName|PartitionName)' /etc/slurm/slurm.conf
   cat <<EOF
 ClusterName=synergy-nodes
 SlurmctldHost=$host($net.1)

@@ -8,7 +8,9 @@
 # slurmd, and waits until the node accepts jobs. Jobs are confined by task/cgroup and proctrack/cgroup (cgroup
 # v1: ConstrainCores, ConstrainRAMSpace), so `--cpus-per-task` and `--mem` are real limits; `--gres=gpu:N` sets
 # CUDA_VISIBLE_DEVICES. Accounting is real: slurmctld sends every job to slurmdbd (AllocTRES with gres/gpu,
-# jobacct_gather/cgroup), so `sacct` lists jobs and their steps.
+# jobacct_gather/cgroup), so `sacct` lists jobs and their steps. The job-submit plugin is on
+# (JobSubmitPlugins=lua) with a pass-through job_submit.lua beside slurm.conf (installed when none is there,
+# never replaced), so that synergy's submit-time advisor can be installed over it (docs/slurm.md).
 #
 # Idempotent: run it again and it only starts what is not running, restarts the daemons when the
 # configuration it would write differs from the one in place, and resumes a node left DOWN or DRAINED.
@@ -47,6 +49,7 @@ done
 case "$gpus" in '' | *[!0-9]*) echo "slurm-setup: --gpus must be a whole number, got '$gpus'" >&2; exit 2 ;; esac
 case "$nodes" in '' | *[!0-9]* | 0) echo "slurm-setup: --nodes must be a whole number of at least 1, got '$nodes'" >&2; exit 2 ;; esac
 nodes_script="$(dirname "$0")/slurm-nodes.sh"
+passthrough="$(dirname "$0")/job_submit-passthrough.lua"
 
 conf_dir=/etc/slurm
 state_dir=/var/lib/slurm
@@ -98,6 +101,9 @@ if [ "$cmd" = status ]; then
     set -- $d
     if alive "$2"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
   done
+  if [ ! -e "$conf_dir/job_submit.lua" ]; then say "job_submit.lua missing (slurmctld will not start)"
+  elif cmp -s "$passthrough" "$conf_dir/job_submit.lua"; then say "job_submit.lua: the pass-through"
+  else say "job_submit.lua: not the pass-through (the advisor's or an administrator's)"; fi
   command -v sinfo >/dev/null && sinfo -N -o '%N %T %c %m %G' 2>&1 || true
   command -v sacctmgr >/dev/null && alive "$dbd_pid" && sacctmgr -n -P list cluster format=Cluster,ControlHost,ControlPort 2>&1 |
     sed 's/^/slurm-setup: accounting cluster /' || true
@@ -194,6 +200,9 @@ SlurmdTimeout=60
 KillWait=10
 MinJobAge=300
 DefMemPerCPU=512
+# The submit-time advisor's plugin (docs/slurm.md, "The submit-time advisor"): job_submit.lua beside this file,
+# a pass-through until synergy slurm advisor --out $conf_dir replaces it.
+JobSubmitPlugins=lua
 NodeName=$host NodeAddr=127.0.0.1 $shape RealMemory=$node_mem_mb Gres=gpu:$gpus State=UNKNOWN
 PartitionName=main Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -247,6 +256,14 @@ for f in slurm.conf cgroup.conf gres.conf; do
     changed=yes
   fi
 done
+# slurmctld 22.05 exits at start when JobSubmitPlugins=lua has no script: a pass-through one goes in first.
+# A script already there is kept, whatever it is (the advisor's, or an administrator's own).
+if [ ! -e "$conf_dir/job_submit.lua" ]; then
+  install -m 0644 "$passthrough" "$conf_dir/job_submit.lua"
+  say "installed the pass-through $conf_dir/job_submit.lua (JobSubmitPlugins=lua)"
+elif ! cmp -s "$passthrough" "$conf_dir/job_submit.lua"; then
+  say "keeping $conf_dir/job_submit.lua as it is (not the pass-through: the advisor's or an administrator's)"
+fi
 install -d -m 0755 "$state_dir/slurmctld" "$state_dir/slurmd" "$log_dir"
 if [ "$changed" = yes ]; then
   say "wrote $conf_dir/{slurm,cgroup,gres}.conf: node $host, $shape, ${node_mem_mb} MB (${reserve_mb} MB kept for the OS), $gpus emulated GPUs"

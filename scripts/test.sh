@@ -3,7 +3,9 @@
 #   - a real single-node Slurm (munge, slurmctld, slurmd, slurmdbd with MariaDB on 127.0.0.1) for
 #     tests/it/slurm_client.rs, the Slurm backend's tests and the sacct round trip, and beside it a 2-node
 #     cluster on this host for tests/it/slurm_nodes.rs: scripts/slurm-setup.sh --nodes 2, idempotent (about
-#     35 s from nothing, under a second when up);
+#     35 s from nothing, under a second when up); tests/it/slurm_advisor.rs starts its own controller with the
+#     submit-time advisor (scripts/slurm-advisor-ctld.sh), and installs the advisor for one running job on the
+#     single-node cluster, whose job-submit plugin runs a pass-through script otherwise;
 #   - the pinned PyTorch for tests/it/pytorch.rs (CPU execution is enough): scripts/install-pytorch.sh, a virtual
 #     environment outside the clone, reused when present; it prints its interpreter.
 # Needs root (cgroups, apt-get, the daemons), as every test of real isolation does.

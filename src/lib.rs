@@ -6,8 +6,10 @@
 //! estimation, telemetry, one trial). The scheduler side is [`sched`] (policies and mechanisms) and
 //! [`sim`] (the cluster simulator that drives them over traces); [`exec`] runs a job list for real with
 //! the same policies and mechanisms, locally or on Slurm; [`plot`] draws charts of profiles and
-//! simulations. [`cli`] is the command line over them.
+//! simulations; [`advisor`] writes the table and script of the Slurm submit-time plugin. [`cli`] is the
+//! command line over them.
 
+pub mod advisor;
 pub mod cancel;
 pub mod cli;
 pub mod error;

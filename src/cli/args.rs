@@ -66,6 +66,51 @@ pub(super) enum Command {
     /// Bring a cluster's own history: import published GPU-cluster traces and Slurm accounting.
     #[command(subcommand)]
     Trace(TraceCmd),
+    /// Bring profiles to a Slurm cluster the administrators keep scheduling themselves.
+    #[command(subcommand)]
+    Slurm(SlurmCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum SlurmCmd {
+    /// Write the submit-time advisor an administrator installs: a job_submit.lua (JobSubmitPlugins=lua)
+    /// and the table it reads, which give a job that names its profile its best-case cores and memory;
+    /// or, with --check, validate an installed table against the cluster.
+    #[command(after_help = ADVISOR_EXAMPLES)]
+    Advisor(AdvisorArgs),
+}
+
+const ADVISOR_EXAMPLES: &str = "Examples:
+  synergy slurm advisor profiles/zoo profiles/image.json --out advisor/
+  synergy slurm advisor profiles/zoo --allow-below-share gnmt,lstm --job-name train-r18-=res18 --out advisor/
+  sinfo -N -h -o \"%N %c %m %G %P\" > nodes.txt && synergy slurm advisor profiles/zoo --sinfo nodes.txt --out advisor/
+  synergy slurm advisor --check /etc/slurm/synergy-advisor.tsv --json";
+
+#[derive(Debug, clap::Args)]
+pub(super) struct AdvisorArgs {
+    /// Profile files, or directories of them: each profile's best-case demand per GPU.
+    #[arg(value_name = "PROFILE")]
+    pub(super) profiles: Vec<PathBuf>,
+    /// Directory to write job_submit.lua and synergy-advisor.tsv into (install both beside slurm.conf).
+    #[arg(long, value_name = "DIR")]
+    pub(super) out: Option<PathBuf>,
+    /// Check this table against the cluster instead of writing one: exit 2 naming each line and field
+    /// at fault.
+    #[arg(long, value_name = "TABLE")]
+    pub(super) check: Option<PathBuf>,
+    /// The cluster's nodes from this file (`sinfo -N -h -o "%N %c %m %G %P"`) instead of running sinfo.
+    #[arg(long, value_name = "FILE")]
+    pub(super) sinfo: Option<PathBuf>,
+    /// Profiles (comma-separated) whose jobs may get less than the GPU-proportional share.
+    #[arg(long, value_name = "NAMES")]
+    pub(super) allow_below_share: Option<String>,
+    /// A job-name prefix that names a profile, PREFIX=PROFILE (repeatable): jobs whose name starts with
+    /// it are sized as that profile without a --comment.
+    #[arg(long, value_name = "PREFIX=PROFILE")]
+    pub(super) job_name: Vec<String>,
+    /// Print the table (or the check) as JSON.
+    #[arg(long)]
+    pub(super) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

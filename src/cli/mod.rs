@@ -41,6 +41,7 @@ mod profile_cmd;
 mod render;
 mod run_cmd;
 mod simulate_cmd;
+mod slurm_cmd;
 mod trace_cmd;
 mod values;
 
@@ -101,6 +102,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Dataset(cmd) => dataset_cmd::dataset_cmd(cmd),
         Command::Workload(cmd) => dataset_cmd::workload_cmd(cmd),
         Command::Trace(cmd) => trace_cmd::trace_cmd(cmd),
+        Command::Slurm(cmd) => slurm_cmd::slurm_cmd(cmd),
     }
 }
 

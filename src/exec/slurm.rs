@@ -373,6 +373,12 @@ impl Slurm {
             .collect()
     }
 
+    /// `sinfo -N -h -o FORMAT`: one line per node and partition, as the caller's format asks (the
+    /// advisor reads it with the machine-list importer, docs/slurm.md).
+    pub fn sinfo_nodes(&self, format: &str) -> Result<String, SlurmError> {
+        self.run("sinfo", &["-N", "-h", "-o", format], None)
+    }
+
     /// Submits `req` as a batch job and returns its id. The batch script `exec`s the command, so signals
     /// sent to the job reach the program itself.
     pub fn submit(&self, req: &JobRequest) -> Result<JobId, SlurmError> {

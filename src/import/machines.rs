@@ -57,6 +57,21 @@ pub fn read_machines(
             return Err(InputError::new(&origin, e.to_string()))
         }
     };
+    let groups = parse_machines(format, &origin, &text, per_gpu)?;
+    if groups.is_empty() {
+        return Err(InputError::new(origin, "lists no machine with a GPU"));
+    }
+    Ok(groups)
+}
+
+/// [`read_machines`] over text already read, `origin` naming it in errors (lines numbered from 1, blank
+/// lines counted and skipped); no groups when no machine has a GPU.
+pub fn parse_machines(
+    format: MachineFormat,
+    origin: &str,
+    text: &str,
+    per_gpu: PerGpu,
+) -> Result<Vec<MachineGroup>, InputError> {
     let mut shapes: BTreeMap<(u32, u64, u64), u32> = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let at = format!("{origin}, line {}", i + 1);
@@ -135,9 +150,6 @@ pub fn read_machines(
             (memory_gb * 1000.0).round() as u64,
         );
         *shapes.entry(key).or_default() += 1;
-    }
-    if shapes.is_empty() {
-        return Err(InputError::new(origin, "lists no machine with a GPU"));
     }
     let mut groups: Vec<MachineGroup> = shapes
         .into_iter()

@@ -423,6 +423,45 @@ const TABLE: &[Row] = &[
         &[A_DIR, ("d/x.bin", "")],
         &["d"],
     ),
+    // slurm advisor
+    row(&["slurm", "advisor"], NONE, &["PROFILE"]),
+    row(&["slurm", "advisor", ZOO_RES18], NONE, &["--out"]),
+    row(&["slurm", "advisor", "missing.json", "--out", "o"], NONE, &["missing.json"]),
+    row(
+        &["slurm", "advisor", ZOO_RES18, "--out", "o", "--sinfo", "nodes.txt"],
+        &[("nodes.txt", "n1 24 500000 gpu:8\n")],
+        &["nodes.txt, line 1", "partition"],
+    ),
+    row(
+        &["slurm", "advisor", ZOO_RES18, "--out", "o", "--sinfo", "nodes.txt"],
+        &[("nodes.txt", "n1 24 lots gpu:8 gpu*\n")],
+        &["nodes.txt, line 1", "memory"],
+    ),
+    row(
+        &["slurm", "advisor", ZOO_RES18, "--out", "o", "--allow-below-share", "nope"],
+        NONE,
+        &["--allow-below-share", "nope"],
+    ),
+    row(&["slurm", "advisor", ZOO_RES18, "--out", "o", "--job-name", "x"], NONE, &["--job-name", "PREFIX=PROFILE"]),
+    row(
+        &["slurm", "advisor", ZOO_RES18, "--out", "o", "--job-name", "x=nope", "--sinfo", "nodes.txt"],
+        &[("nodes.txt", "n1 24 500000 gpu:8 gpu*\n")],
+        &["--job-name", "nope"],
+    ),
+    row(&["slurm", "advisor", "--check", "t.tsv", ZOO_RES18], NONE, &["--check", "PROFILE"]),
+    row(
+        &["slurm", "advisor", "--check", "t.tsv", "--sinfo", "nodes.txt"],
+        &[("t.tsv", "hello\n"), ("nodes.txt", "n1 24 500000 gpu:8 gpu*\n")],
+        &["t.tsv", "line 1", "field `version`"],
+    ),
+    row(
+        &["slurm", "advisor", "--check", "t.tsv", "--sinfo", "nodes.txt"],
+        &[
+            ("t.tsv", "synergy-advisor-table\t1\ngenerated\t1\nsize\tres18\tgpu\t1\tnine\t1\tdemand\tdemand\n"),
+            ("nodes.txt", "n1 24 500000 gpu:8 gpu*\n"),
+        ],
+        &["t.tsv", "line 3", "field `cpus`", "nine"],
+    ),
     // the front door itself
     row(&["nope"], NONE, &["nope"]),
 ];
@@ -664,6 +703,11 @@ fn workload_refuses_bad_input_by_contract() {
 #[test]
 fn trace_refuses_bad_input_by_contract() {
     walk(&["trace"]);
+}
+
+#[test]
+fn slurm_refuses_bad_input_by_contract() {
+    walk(&["slurm"]);
 }
 
 #[test]

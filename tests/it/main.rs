@@ -23,6 +23,7 @@ mod run_slurm;
 mod signals;
 mod simulate;
 mod slurm_accounting;
+mod slurm_advisor;
 mod slurm_client;
 mod slurm_nodes;
 mod trace_import;
