@@ -265,8 +265,10 @@ fn two_measures_at_once_get_different_cores() {
     }
     image_dataset();
     let runtime = tempfile::tempdir().unwrap();
-    let a = start_measure(runtime.path(), "1", &[]);
-    let b = start_measure(runtime.path(), "1", &[]);
+    // Only the cores are checked: a short trial is enough (two at once on a busy host run to the cap).
+    let short = ["--max-seconds", "8"];
+    let a = start_measure(runtime.path(), "1", &short);
+    let b = start_measure(runtime.path(), "1", &short);
     let (a, b) = (cpu_list(&finished(a)), cpu_list(&finished(b)));
     eprintln!("cores: {a:?} and {b:?}");
     assert_eq!((a.len(), b.len()), (1, 1));
@@ -281,8 +283,13 @@ fn a_measure_needing_cores_another_holds_is_refused_naming_it() {
     }
     image_dataset();
     let runtime = tempfile::tempdir().unwrap();
-    // Long enough to still hold its cores while the second one starts and is refused.
-    let mut first = start_measure(runtime.path(), "2", &["--min-seconds", "8"]);
+    // Long enough to still hold its cores while the second one starts and is refused, and no longer:
+    // only the refusal is checked.
+    let mut first = start_measure(
+        runtime.path(),
+        "2",
+        &["--min-seconds", "8", "--max-seconds", "12"],
+    );
     let pid = first.id().to_string();
     let held_by_first = || common::cores_held_by(runtime.path(), &pid);
     let deadline = Instant::now() + Duration::from_secs(120);
