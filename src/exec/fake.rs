@@ -163,6 +163,11 @@ impl FakeJob {
     }
 }
 
+/// The GPU ids of every part of `alloc`, in order.
+fn gpu_ids(alloc: &Allocation) -> Vec<u32> {
+    alloc.parts.iter().flat_map(|p| p.gpus.clone()).collect()
+}
+
 /// The in-process backend.
 pub(crate) struct FakeBackend {
     time: FakeTime,
@@ -322,7 +327,7 @@ impl Backend for FakeBackend {
         self.record(
             job.name,
             Call::Start {
-                gpus: alloc.gpus.clone(),
+                gpus: gpu_ids(alloc),
                 from,
             },
         );
@@ -332,7 +337,7 @@ impl Backend for FakeBackend {
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
         let now = self.time.now();
         let fj = self.advance(job.name)?;
-        let change = if fj.alloc.gpus == alloc.gpus || fj.exit.is_some() {
+        let change = if gpu_ids(&fj.alloc) == gpu_ids(alloc) || fj.exit.is_some() {
             Change::Live
         } else {
             // As on the local backend: a process cannot change its GPUs, so it starts again.
@@ -343,8 +348,8 @@ impl Backend for FakeBackend {
         self.record(
             job.name,
             Call::Reallocate {
-                gpus: alloc.gpus.clone(),
-                cpus: alloc.cpus.0,
+                gpus: gpu_ids(alloc),
+                cpus: alloc.cpus().0,
                 change,
             },
         );
