@@ -157,7 +157,11 @@ pub fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), Input
 fn server_names(a: &Allocation, servers: &[ServerInfo]) -> Vec<String> {
     a.parts
         .iter()
-        .map(|p| servers.get(p.server).map_or_else(|| p.server.to_string(), |s| s.name.clone()))
+        .map(|p| {
+            servers
+                .get(p.server)
+                .map_or_else(|| p.server.to_string(), |s| s.name.clone())
+        })
         .collect()
 }
 
@@ -733,7 +737,11 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         self.live[i].allocation = Some(a.clone());
         self.live[i].last_run_s = now + round_s;
         let names = server_names(a, self.planner.servers());
-        Ok(format!("  {:<16} {} ({what})", rec.name, fmt_alloc(a, &names)))
+        Ok(format!(
+            "  {:<16} {} ({what})",
+            rec.name,
+            fmt_alloc(a, &names)
+        ))
     }
 
     /// Stops every job still started, keeping its progress (it continues on `--resume`), and saves the

@@ -4,11 +4,11 @@
 //! these so that a job behaves the same wherever it runs; none of them depends on how a backend isolates.
 
 use super::{AllocPart, JobLaunch, ServerInfo};
+use crate::units::{Bytes, Cores};
 use crate::workload::builtin::ResumeState;
+use crate::workload::spec::CacheKind;
 use crate::workload::WorkloadError;
 use std::path::{Path, PathBuf};
-use crate::units::{Bytes, Cores};
-use crate::workload::spec::CacheKind;
 
 /// Bytes of a crashed workload's stderr that are reported.
 pub(crate) const STDERR_TAIL: u64 = 2000;

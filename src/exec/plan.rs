@@ -136,7 +136,10 @@ impl Planner {
             let Some(g) = slot.map(|k| &grants[k]) else {
                 continue;
             };
-            let kept = per_server.iter().filter(|p| p.iter().any(|x| x.0 == i)).count();
+            let kept = per_server
+                .iter()
+                .filter(|p| p.iter().any(|x| x.0 == i))
+                .count();
             if kept < g.parts.len() {
                 *slot = None;
                 for placed in per_server.iter_mut() {
@@ -407,11 +410,17 @@ mod tests {
             assign_cores(&s, 0, &placed, &previous),
             vec![vec![2, 3], vec![0, 1]]
         );
-        assert_eq!(assign_gpus(&s, 0, &placed, &previous), vec![vec![1], vec![0]]);
+        assert_eq!(
+            assign_gpus(&s, 0, &placed, &previous),
+            vec![vec![1], vec![0]]
+        );
         // A newcomer takes what is free.
         let placed = [(0, 1, 2.0, 1.0), (2, 1, 1.0, 1.0)];
         let previous = [prev(vec![1], vec![2, 3]), None, None];
-        assert_eq!(assign_gpus(&s, 0, &placed, &previous), vec![vec![1], vec![0]]);
+        assert_eq!(
+            assign_gpus(&s, 0, &placed, &previous),
+            vec![vec![1], vec![0]]
+        );
         assert_eq!(
             assign_cores(&s, 0, &placed, &previous),
             vec![vec![2, 3], vec![0]]
@@ -485,7 +494,14 @@ mod tests {
             let mut round = Round::default();
             let mut m = sched::mechanism_by_name(mechanism).unwrap();
             let p = sched::policy_by_name("fifo").unwrap();
-            round.plan(p.as_ref(), m.as_mut(), &catalog(), &mut state, &mut [job(0, 2)], 0.0);
+            round.plan(
+                p.as_ref(),
+                m.as_mut(),
+                &catalog(),
+                &mut state,
+                &mut [job(0, 2)],
+                0.0,
+            );
             let sim_parts: Vec<(usize, usize, f64, f64)> = round.grants[0]
                 .parts
                 .iter()
@@ -531,7 +547,10 @@ mod tests {
             let first = &r.rounds[0];
             assert_eq!(first.gpus_used, a.gpu_count() as u64, "{mechanism}");
             assert!((first.cpus_used - a.cpus().0).abs() < 1e-9, "{mechanism}");
-            assert!((first.memory_gib_used - a.memory().gib()).abs() < 1e-6, "{mechanism}");
+            assert!(
+                (first.memory_gib_used - a.memory().gib()).abs() < 1e-6,
+                "{mechanism}"
+            );
             assert!((plan.speeds[0].unwrap() - first.mean_speed).abs() < 1e-9);
         }
     }
@@ -553,7 +572,15 @@ mod tests {
         let parts: Vec<(usize, Vec<u32>, f64, Vec<usize>, u64)> = a
             .parts
             .iter()
-            .map(|p| (p.server, p.gpus.clone(), p.cpus.0, p.cores.clone(), p.memory.0))
+            .map(|p| {
+                (
+                    p.server,
+                    p.gpus.clone(),
+                    p.cpus.0,
+                    p.cores.clone(),
+                    p.memory.0,
+                )
+            })
             .collect();
         assert_eq!(
             parts,

@@ -667,7 +667,11 @@ fn sbatch_args(tasks: &[JobRequest]) -> Vec<String> {
                 "--ntasks-per-node=1".to_string(),
             ]);
         }
-        args.extend(resource_args(req, &nodes.join(","), tasks.len() == nodes.len()));
+        args.extend(resource_args(
+            req,
+            &nodes.join(","),
+            tasks.len() == nodes.len(),
+        ));
     } else {
         // A heterogeneous job: one component per node, separated by `:`.
         for (k, t) in tasks.iter().enumerate() {
@@ -675,7 +679,11 @@ fn sbatch_args(tasks: &[JobRequest]) -> Vec<String> {
                 args.push(":".to_string());
             }
             args.extend(["--nodes=1".to_string(), "--ntasks=1".to_string()]);
-            args.extend(resource_args(t, t.node.as_deref().unwrap_or(""), t.node.is_some()));
+            args.extend(resource_args(
+                t,
+                t.node.as_deref().unwrap_or(""),
+                t.node.is_some(),
+            ));
         }
     }
     args
@@ -723,18 +731,19 @@ fn spread_script(tasks: &[JobRequest]) -> Result<String, SlurmError> {
     let mut dispatch = String::from("case \"$SLURMD_NODENAME\" in\n");
     let mut seen = Vec::new();
     for t in tasks {
-        let node = t
-            .node
-            .as_deref()
-            .ok_or_else(|| invalid("every task of a job over several nodes names its node".into()))?;
+        let node = t.node.as_deref().ok_or_else(|| {
+            invalid("every task of a job over several nodes names its node".into())
+        })?;
         if seen.contains(&node) {
             return Err(invalid(format!("two tasks on node `{node}`")));
         }
         seen.push(node);
         dispatch.push_str(&format!("{})\n{};;\n", shell_quote(node), task_lines(t)?));
     }
-    dispatch.push_str("*) echo \"synergy: no task for node $SLURMD_NODENAME\" >&2; exit 1;;\nesac\n");
-    let same = |t: &JobRequest| (t.cpus, t.memory, t.gpus) == (first.cpus, first.memory, first.gpus);
+    dispatch
+        .push_str("*) echo \"synergy: no task for node $SLURMD_NODENAME\" >&2; exit 1;;\nesac\n");
+    let same =
+        |t: &JobRequest| (t.cpus, t.memory, t.gpus) == (first.cpus, first.memory, first.gpus);
     let groups = if tasks.iter().all(same) {
         String::new()
     } else {
@@ -1088,5 +1097,136 @@ mod tests {
                 .into(),
         );
         assert!(matches!(e, SlurmError::Auth { .. }));
+    }
+
+    #[test]
+    fn a_job_over_several_nodes_is_one_job_or_a_heterogeneous_one() {
+        let task = |node: &str, cpus: u32, mib: u64, gpus: u32| JobRequest {
+            name: "synergy-run-1-wide".into(),
+            command: vec!["/bin/work".into(), node.into()],
+            env: vec![("SYNERGY_STATE_FILE".into(), format!("/s/{node}"))],
+            workdir: "/tmp".into(),
+            stdout: "/tmp/o".into(),
+            stderr: "/tmp/e".into(),
+            append_output: false,
+            node: Some(node.into()),
+            cpus,
+            memory: Bytes(mib << 20),
+            gpus,
+            partition: Some("main".into()),
+            comment: Some("synergy:image synergy-run:1-2".into()),
+        };
+        // Equal shares: `--nodes=2 --ntasks-per-node=1` with the per-node resources, both nodes listed.
+        let equal = [task("n1", 1, 256, 1), task("n2", 1, 256, 1)];
+        let args = sbatch_args(&equal);
+        for a in [
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=1",
+            "--mem=256M",
+            "--gres=gpu:1",
+            "--nodelist=n1,n2",
+            "--job-name=synergy-run-1-wide",
+        ] {
+            assert_eq!(
+                args.iter().filter(|x| *x == a).count(),
+                1,
+                "{a} in {args:?}"
+            );
+        }
+        assert!(!args.iter().any(|x| x == ":"), "{args:?}");
+        let script = spread_script(&equal).unwrap();
+        assert!(
+            script.contains("exec srun --kill-on-bad-exit=1 /bin/sh -c "),
+            "{script}"
+        );
+        // Unequal shares: one component per node, in order, each with its own resources.
+        let unequal = [task("n1", 1, 512, 2), task("n2", 2, 256, 1)];
+        let args = sbatch_args(&unequal);
+        let colon = args.iter().position(|x| x == ":").expect("two components");
+        let (first, second) = (&args[..colon], &args[colon + 1..]);
+        for (part, want) in [
+            (
+                first,
+                [
+                    "--nodelist=n1",
+                    "--cpus-per-task=1",
+                    "--mem=512M",
+                    "--gres=gpu:2",
+                ],
+            ),
+            (
+                second,
+                [
+                    "--nodelist=n2",
+                    "--cpus-per-task=2",
+                    "--mem=256M",
+                    "--gres=gpu:1",
+                ],
+            ),
+        ] {
+            for a in want {
+                assert!(part.iter().any(|x| x == a), "{a} in {part:?}");
+            }
+            assert!(part.iter().any(|x| x == "--partition=main"), "{part:?}");
+        }
+        assert!(first.iter().any(|x| x == "--job-name=synergy-run-1-wide"));
+        let script = spread_script(&unequal).unwrap();
+        assert!(
+            script.contains("exec srun --het-group=0,1 --kill-on-bad-exit=1"),
+            "{script}"
+        );
+        // Each node runs its own exports and command, found by the node's name: the script run with
+        // an `srun` that only runs its command, as on each node.
+        let dir = tempfile::tempdir().unwrap();
+        let srun = dir.path().join("srun");
+        std::fs::write(
+            &srun,
+            "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\nexec \"$@\"\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut tasks = unequal.clone();
+        for t in tasks.iter_mut() {
+            t.command = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo \"$0 it's $SYNERGY_STATE_FILE\"".into(),
+                t.node.clone().unwrap(),
+            ];
+        }
+        let script = spread_script(&tasks).unwrap();
+        let path = format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        for node in ["n1", "n2", "n3"] {
+            let out = std::process::Command::new("/bin/sh")
+                .args(["-c", &script])
+                .env("PATH", &path)
+                .env("SLURMD_NODENAME", node)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            if node == "n3" {
+                assert!(!out.status.success(), "no task for {node}: {said}");
+            } else {
+                assert_eq!(said, format!("{node} it's /s/{node}\n"), "{script}");
+            }
+        }
+        // Two tasks on one node, or a task without a node, are refused.
+        let twice = [task("n1", 1, 256, 1), task("n1", 1, 256, 1)];
+        assert!(matches!(
+            spread_script(&twice),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
+        let mut nameless = unequal.clone();
+        nameless[1].node = None;
+        assert!(matches!(
+            spread_script(&nameless),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
     }
 }

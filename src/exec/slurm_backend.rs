@@ -312,8 +312,16 @@ fn run_mark(pid: u32, now: std::time::SystemTime) -> String {
 /// gets the job's whole work, as before jobs could spread.
 fn task_targets(work: Work, saved: ResumeState, own: &[ResumeState], gpus: &[u32]) -> Vec<Work> {
     let (total, done, own_done): (u64, u64, Vec<u64>) = match work {
-        Work::Samples(n) => (n, saved.samples_done, own.iter().map(|o| o.samples_done).collect()),
-        Work::Steps(n) => (n, saved.steps_done, own.iter().map(|o| o.steps_done).collect()),
+        Work::Samples(n) => (
+            n,
+            saved.samples_done,
+            own.iter().map(|o| o.samples_done).collect(),
+        ),
+        Work::Steps(n) => (
+            n,
+            saved.steps_done,
+            own.iter().map(|o| o.steps_done).collect(),
+        ),
     };
     let left = total.saturating_sub(done);
     let all: u64 = gpus.iter().map(|&g| g as u64).sum::<u64>().max(1);
@@ -556,5 +564,40 @@ mod tests {
             ..a
         };
         assert_eq!(Resources::of(&c).cpus, 1);
+    }
+
+    #[test]
+    fn a_spread_job_s_tasks_share_what_is_left_by_gpus_and_never_redo_or_lose_work() {
+        let st = |n: u64| ResumeState {
+            samples_done: n,
+            steps_done: n / 32,
+        };
+        // One task on one node: the whole work, as before jobs could spread.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(300), &[st(300)], &[2]),
+            vec![Work::Samples(1000)]
+        );
+        // 2 + 1 GPUs from nothing: two thirds and one third; what does not divide goes to the first.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(0), &[st(0), st(0)], &[2, 1]),
+            vec![Work::Samples(667), Work::Samples(333)]
+        );
+        // Resubmitted in the same layout after 400 and 100: each continues from its own file and
+        // they share the 500 left.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(500), &[st(400), st(100)], &[1, 1]),
+            vec![Work::Samples(650), Work::Samples(350)]
+        );
+        // Back on one node after the tasks did 600 (its own file holds 200 from before): its file's
+        // target leaves exactly the 200 still to do.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(800), &[st(200)], &[4]),
+            vec![Work::Samples(400)]
+        );
+        // Steps count the same way; a job already past its work gives every task nothing more.
+        assert_eq!(
+            task_targets(Work::Steps(10), st(32 * 12), &[st(32 * 3), st(0)], &[1, 1]),
+            vec![Work::Steps(3), Work::Steps(0)]
+        );
     }
 }

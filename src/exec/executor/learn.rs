@@ -139,13 +139,7 @@ impl Learner {
             throughput: w.throughput,
             disturbance: w.disturbance,
             isolation: w.isolation,
-            predicted_samples_per_s: scheduler_rate(
-                model,
-                j.batch_size,
-                j.gpus,
-                cpus,
-                memory_gib,
-            ),
+            predicted_samples_per_s: scheduler_rate(model, j.batch_size, j.gpus, cpus, memory_gib),
         };
         self.writer.append(&o)?;
         self.observations.push(o);
