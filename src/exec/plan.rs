@@ -569,25 +569,16 @@ mod tests {
         let servers = vec![node("n1", 2), node("n2", 2)];
         let plan = planner(servers.clone(), "tune").plan(&mut [job(0, 3)], &[None], 0.0);
         let a = plan.allocations[0].as_ref().unwrap();
-        let parts: Vec<(usize, Vec<u32>, f64, Vec<usize>, u64)> = a
-            .parts
-            .iter()
-            .map(|p| {
-                (
-                    p.server,
-                    p.gpus.clone(),
-                    p.cpus.0,
-                    p.cores.clone(),
-                    p.memory.0,
-                )
-            })
-            .collect();
+        let part = |server, gpus: Vec<u32>, memory| AllocPart {
+            server,
+            gpus,
+            cpus: Cores(1.0),
+            cores: vec![0],
+            memory: Bytes(memory),
+        };
         assert_eq!(
-            parts,
-            vec![
-                (0, vec![0, 1], 1.0, vec![0], 8 << 30),
-                (1, vec![0], 1.0, vec![0], 4 << 30)
-            ]
+            a.parts,
+            vec![part(0, vec![0, 1], 8 << 30), part(1, vec![0], 4 << 30)]
         );
         // The second round keeps the GPUs and cores it had.
         let prev = [plan.allocations[0].clone()];
