@@ -113,7 +113,7 @@ impl Planner {
         };
         // Per server, the parts of jobs placed there: (job index, gpus, cores, memory GiB). A job
         // spread over servers has a part on each.
-        let mut per_server: Vec<Vec<Placed>> = vec![Vec::new(); self.servers.len()];
+        let mut granted: Vec<Vec<Placed>> = vec![Vec::new(); self.servers.len()];
         let mut slot_of = vec![None; jobs.len()];
         for (slot, &i) in runnable.iter().enumerate() {
             let g = &grants[slot];
@@ -122,31 +122,39 @@ impl Planner {
             }
             slot_of[i] = Some(slot);
             for part in &g.parts {
-                per_server[part.server as usize].push((i, part.gpus, part.cpus, part.memory_gib));
+                granted[part.server as usize].push((i, part.gpus, part.cpus, part.memory_gib));
             }
         }
-        for (s, placed) in per_server.iter_mut().enumerate() {
-            if self.servers[s].whole_cores {
-                round_to_whole_units(placed, self.servers[s].cores.len());
+        // A spread job runs on all its servers or not at all: one whose part on some server got no
+        // core waits, and the servers' shares are rounded again without it, so what it would have
+        // held goes to the others there.
+        let per_server = loop {
+            let mut rounded = granted.clone();
+            for (s, placed) in rounded.iter_mut().enumerate() {
+                if self.servers[s].whole_cores {
+                    round_to_whole_units(placed, self.servers[s].cores.len());
+                }
             }
-        }
-        // A spread job runs on all its servers or not at all: one whose part on some server got no core
-        // waits with it (what it would have held elsewhere stays free this round).
-        for (i, slot) in slot_of.iter_mut().enumerate() {
-            let Some(g) = slot.map(|k| &grants[k]) else {
-                continue;
-            };
-            let kept = per_server
-                .iter()
-                .filter(|p| p.iter().any(|x| x.0 == i))
-                .count();
-            if kept < g.parts.len() {
-                *slot = None;
-                for placed in per_server.iter_mut() {
+            let short: Vec<usize> = (0..jobs.len())
+                .filter(|&i| {
+                    let Some(slot) = slot_of[i] else { return false };
+                    let kept = rounded
+                        .iter()
+                        .filter(|p| p.iter().any(|x| x.0 == i))
+                        .count();
+                    kept < grants[slot].parts.len()
+                })
+                .collect();
+            if short.is_empty() {
+                break rounded;
+            }
+            for &i in &short {
+                slot_of[i] = None;
+                for placed in granted.iter_mut() {
                     placed.retain(|x| x.0 != i);
                 }
             }
-        }
+        };
         // Speeds at what the jobs really get (the rounded shares on a whole-core server).
         for (i, slot) in slot_of.iter().enumerate() {
             let Some(slot) = *slot else { continue };
