@@ -209,6 +209,18 @@ impl FakeBackend {
         }
     }
 
+    /// `n` servers of the same shape instead of one, named `fake-0`, `fake-1`, ...
+    pub(crate) fn servers(mut self, n: usize) -> FakeBackend {
+        let one = self.servers[0].clone();
+        self.servers = (0..n)
+            .map(|k| ServerInfo {
+                name: format!("fake-{k}"),
+                ..one.clone()
+            })
+            .collect();
+        self
+    }
+
     /// Job `job`'s launches crash on reaching these totals, each once, in order.
     pub(crate) fn crash_at(mut self, job: &str, totals: &[u64]) -> FakeBackend {
         self.crashes.insert(job.into(), totals.to_vec());
