@@ -1,7 +1,8 @@
 //! A client for a Slurm cluster over its command-line tools (`scontrol`, `sbatch`, `squeue`, `scancel`):
 //! discovers nodes with their cores, memory and GPUs, submits one job per allocation (`--nodelist`,
-//! `--cpus-per-task`, `--mem`, `--gres=gpu:N`), reads back its state and the resources Slurm gave it, and
-//! cancels it so that the workload sees SIGTERM (and can save its progress) before it is killed.
+//! `--cpus-per-task`, `--mem`, `--gres=gpu:N`; a task on each node for a job over several), reads back
+//! its state and the resources Slurm gave it, and cancels it so that the workload sees SIGTERM (and can
+//! save its progress) before it is killed.
 //!
 //! The CLI tools rather than the C API: they are what every Slurm installation ships, their `-o` (one line
 //! per record) and `--parsable` outputs are stable across versions, and they need no linking.
