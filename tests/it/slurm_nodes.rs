@@ -299,9 +299,10 @@ impl NodesRun {
         }
     }
 
-    /// A job list of (name, GPUs, samples, arrival_s), every job the image workload at 900 samples/s.
-    fn jobs(&self, jobs: &[(&str, u32, u64, f64)]) -> PathBuf {
-        let spec = self.setup.spec("img", "image", 900);
+    /// A job list of (name, GPUs, samples, arrival_s), every job the image workload with an emulated
+    /// accelerator of `rate` samples/s (each task's most).
+    fn jobs(&self, rate: u32, jobs: &[(&str, u32, u64, f64)]) -> PathBuf {
+        let spec = self.setup.spec(&format!("img{rate}"), "image", rate);
         let profile = crate::common::profiles().join("image.json");
         let mut body = String::new();
         for (name, gpus, samples, arrival) in jobs {
@@ -433,12 +434,34 @@ impl Sighting {
     }
 }
 
-/// [`cgroup_of`], or `None` while the job's cgroup is not there (being made or removed).
+/// [`cgroup_of`], or `None` while the job's cgroup is not there or not yet set up (slurmd makes it,
+/// then writes its cpuset and memory limit) or being removed.
 fn try_cgroup_of(node: &str, job: &str) -> Option<(Vec<u32>, u64)> {
     let dir = |ctl: &str| format!("/sys/fs/cgroup/{ctl}/slurm_{node}/uid_0/job_{job}");
-    let cpus = std::fs::read_to_string(format!("{}/cpuset.cpus", dir("cpuset"))).ok()?;
-    let mem = std::fs::read_to_string(format!("{}/memory.limit_in_bytes", dir("memory"))).ok()?;
-    Some((cores(&cpus), mem.trim().parse().ok()?))
+    let cpus = cores(&std::fs::read_to_string(format!("{}/cpuset.cpus", dir("cpuset"))).ok()?);
+    let mem: u64 = std::fs::read_to_string(format!("{}/memory.limit_in_bytes", dir("memory")))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    // A new memory cgroup starts unlimited (the largest page-aligned i64).
+    (!cpus.is_empty() && mem < 1 << 62).then_some((cpus, mem))
+}
+
+/// GPUs of each node (the fewest, should they differ).
+fn gpus_per_node() -> u32 {
+    text(&slurm("sinfo", &["-h", "-N", "-o", "%G"]))
+        .lines()
+        .filter_map(|g| {
+            g.trim()
+                .strip_prefix("gpu:")?
+                .split('(')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .min()
+        .expect("the nodes have GPUs")
 }
 
 /// Asserts that Slurm holds no unfinished job of executor `pid` and no workload of `dir` runs.
@@ -454,22 +477,11 @@ fn assert_clean(pid: u32, dir: &Path) {
 fn synergy_run_spreads_a_job_wider_than_a_node_with_the_planned_cores_and_memory_on_each() {
     let _g = serial();
     let own = nodes();
-    let gpus_per_node: u32 = text(&slurm("sinfo", &["-h", "-N", "-o", "%G"]))
-        .lines()
-        .filter_map(|g| {
-            g.trim()
-                .strip_prefix("gpu:")?
-                .split('(')
-                .next()?
-                .parse()
-                .ok()
-        })
-        .min()
-        .expect("the nodes have GPUs");
+    let gpus_per_node = gpus_per_node();
     let r = NodesRun::new();
     // One GPU more than a node has: the plan spreads it, all of one node's GPUs and one of the other's.
     let wide = gpus_per_node + 1;
-    let jobs = r.jobs(&[("wide", wide, 600, 0.0)]);
+    let jobs = r.jobs(900, &[("wide", wide, 600, 0.0)]);
     let out = r
         .command(&jobs, &["--round", "3", "--dry-run"])
         .output()
@@ -517,28 +529,20 @@ fn a_queue_under_tune_on_two_nodes_holds_what_each_round_planned() {
     // A job of both nodes' GPUs and two one-GPU jobs: least attained service takes turns, so the wide
     // job is stopped and submitted again (its tasks continue from their own state files), and the
     // others run one a node.
-    let all: u32 = own.len() as u32 * {
-        let g = text(&slurm("sinfo", &["-h", "-N", "-o", "%G"]));
-        g.lines()
-            .filter_map(|g| {
-                g.trim()
-                    .strip_prefix("gpu:")?
-                    .split('(')
-                    .next()?
-                    .parse::<u32>()
-                    .ok()
-            })
-            .min()
-            .unwrap()
-    };
-    let jobs = r.jobs(&[
-        ("wide", all, 900, 0.0),
-        ("one-a", 1, 300, 0.0),
-        ("one-b", 1, 300, 2.0),
-    ]);
+    let all = own.len() as u32 * gpus_per_node();
+    // Each task at most 200 samples/s: the wide job's 1200 samples take its two tasks at least 3 s, so
+    // it is still running at the second round (2 s), however quiet the host.
+    let jobs = r.jobs(
+        200,
+        &[
+            ("wide", all, 1200, 0.0),
+            ("one-a", 1, 300, 0.0),
+            ("one-b", 1, 300, 2.0),
+        ],
+    );
     let mut child = r.start(
         &jobs,
-        &["--round", "3", "--mechanism", "tune", "--policy", "las"],
+        &["--round", "2", "--mechanism", "tune", "--policy", "las"],
     );
     let pid = child.id();
     let seen = r.watch(&mut child);
@@ -559,7 +563,7 @@ fn a_queue_under_tune_on_two_nodes_holds_what_each_round_planned() {
         wide.iter().all(|x| x.planned.len() == 2),
         "spread over both: {wide:?}"
     );
-    // The work is done once: the tasks' files hold 900 samples in all, up to a batch each per submission.
+    // The work is done once: the tasks' files hold 1200 samples in all, up to a batch each per submission.
     let saved: u64 = (0..2).map(|k| r.saved(&format!("wide.json.task{k}"))).sum();
     let submissions = wide
         .iter()
@@ -571,7 +575,7 @@ fn a_queue_under_tune_on_two_nodes_holds_what_each_round_planned() {
         "wide was stopped and submitted again: {wide:?}\n{stderr}"
     );
     assert!(
-        saved >= 900 && saved <= 900 + 2 * 32 * submissions,
+        saved >= 1200 && saved <= 1200 + 2 * 32 * submissions,
         "{saved} over {submissions} submissions"
     );
     assert_clean(pid, r.setup.path());
