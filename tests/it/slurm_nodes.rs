@@ -481,7 +481,8 @@ fn synergy_run_spreads_a_job_wider_than_a_node_with_the_planned_cores_and_memory
     let r = NodesRun::new();
     // One GPU more than a node has: the plan spreads it, all of one node's GPUs and one of the other's.
     let wide = gpus_per_node + 1;
-    let jobs = r.jobs(900, &[("wide", wide, 600, 0.0)]);
+    // Each task at most 200 samples/s, so the job runs for seconds and is seen running.
+    let jobs = r.jobs(200, &[("wide", wide, 600, 0.0)]);
     let out = r
         .command(&jobs, &["--round", "3", "--dry-run"])
         .output()
