@@ -142,7 +142,11 @@ cp /etc/slurm/cgroup.conf "$new_conf/cgroup.conf"
 # cluster's slurm.conf), nodes and partition. Then this cluster's own.
 {
   echo "# Written by synergy's scripts/slurm-nodes.sh: $nodes nodes on one host, each in its own network namespace."
-  grep -Ev '^(#|ClusterName|SlurmctldHost|StateSaveLocation|SlurmdSpoolDir|Slurm(ctld|d)(PidFile|LogFile)|Accounting|JobAcctGather|JobComp|JobSubmitPlugins|NodeName|PartitionName)' /etc/slurm/slurm.conf
+  # Slurm starts a heterogeneous job (a job spread over nodes with unequal parts, docs/slurm.md) only from
+  # its backfill scheduler, every bf_interval seconds (30 by default): every second here. The submit-time
+  # advisor's plugin stays on the single-node cluster only.
+  grep -Ev '^(#|ClusterName|SlurmctldHost|StateSaveLocation|SlurmdSpoolDir|Slurm(ctld|d)(PidFile|LogFile)|Accounting|JobAcctGather|JobComp|JobSubmitPlugins|NodeName|PartitionName)' /etc/slurm/slurm.conf |
+    sed 's/^SchedulerParameters=.*/&,bf_interval=1/'
   cat <<EOF
 ClusterName=synergy-nodes
 SlurmctldHost=$host($net.1)

@@ -310,7 +310,7 @@ fn draw_charts(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyh
 /// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.
 fn simulate_job_list(path: &Path, s: &SweepSettings, args: &SimulateArgs) -> anyhow::Result<i32> {
     let list = crate::exec::jobs::JobList::read(path)?;
-    list.check_fits(s.cluster.max_server_gpus())?;
+    list.check_fits(s.cluster.max_server_gpus(), "the largest server has")?;
     let mut predictions = Vec::new();
     for p in &s.policies {
         for m in &s.mechanisms {

@@ -133,19 +133,16 @@ fn policy_and_mechanism(cfg_policy: &str, cfg_mechanism: &str) -> Result<Schedul
     Ok((p, m))
 }
 
-/// GPUs of the widest server: no job may ask for more.
-fn widest_server_gpus(servers: &[ServerInfo]) -> u32 {
-    servers
-        .iter()
-        .map(|s| s.gpus.len() as u32)
-        .max()
-        .unwrap_or(0)
+/// GPUs of all servers together: no job may ask for more. A job wider than one server is spread over
+/// several, as the simulator spreads it (docs/run.md, "Jobs over several servers").
+fn total_gpus(servers: &[ServerInfo]) -> u32 {
+    servers.iter().map(|s| s.gpus.len() as u32).sum()
 }
 
-/// The list against the servers, before anything is planned or launched: every job fits a server's
+/// The list against the servers, before anything is planned or launched: every job fits the servers'
 /// GPUs, and the roomiest server's memory share holds its footprint.
 pub fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), InputError> {
-    list.check_fits(widest_server_gpus(servers))?;
+    list.check_fits(total_gpus(servers), "the servers have")?;
     let per_gpu = |s: &ServerInfo| s.memory.0 as f64 / s.gpus.len().max(1) as f64;
     match servers
         .iter()
@@ -156,16 +153,38 @@ pub fn check_servers(list: &JobList, servers: &[ServerInfo]) -> Result<(), Input
     }
 }
 
-fn fmt_alloc(a: &Allocation) -> String {
-    let gpus: Vec<String> = a.gpus.iter().map(|g| g.to_string()).collect();
-    let cores: Vec<String> = a.cores.iter().map(|c| c.to_string()).collect();
-    format!(
-        "gpu {} cores {} ({:.2}) mem {}",
-        gpus.join(","),
-        cores.join(","),
-        a.cpus.0,
-        a.memory
-    )
+/// The names of the servers `a` runs on, one per part.
+fn server_names(a: &Allocation, servers: &[ServerInfo]) -> Vec<String> {
+    a.parts
+        .iter()
+        .map(|p| {
+            servers
+                .get(p.server)
+                .map_or_else(|| p.server.to_string(), |s| s.name.clone())
+        })
+        .collect()
+}
+
+/// An allocation for people: per part, its GPUs, cores and memory and the server (`names`, one per
+/// part) they are on; the parts of a spread job joined by `+`.
+fn fmt_alloc(a: &Allocation, names: &[String]) -> String {
+    let parts: Vec<String> = a
+        .parts
+        .iter()
+        .zip(names)
+        .map(|(p, name)| {
+            let gpus: Vec<String> = p.gpus.iter().map(|g| g.to_string()).collect();
+            let cores: Vec<String> = p.cores.iter().map(|c| c.to_string()).collect();
+            format!(
+                "gpu {} cores {} ({:.2}) mem {} on {name}",
+                gpus.join(","),
+                cores.join(","),
+                p.cpus.0,
+                p.memory
+            )
+        })
+        .collect();
+    parts.join(" + ")
 }
 
 /// Job `i`'s scheduler state, its time per iteration from `catalog` (the list's, or the planner's
@@ -717,7 +736,12 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         rec.handle = self.backend.handle(&rec.name);
         self.live[i].allocation = Some(a.clone());
         self.live[i].last_run_s = now + round_s;
-        Ok(format!("  {:<16} {} ({what})", rec.name, fmt_alloc(a)))
+        let names = server_names(a, self.planner.servers());
+        Ok(format!(
+            "  {:<16} {} ({what})",
+            rec.name,
+            fmt_alloc(a, &names)
+        ))
     }
 
     /// Stops every job still started, keeping its progress (it continues on `--resume`), and saves the
@@ -845,17 +869,21 @@ fn fresh_state(
         )
         .into());
     }
-    // A new run starts every job from zero: earlier progress files of these jobs go.
+    // A new run starts every job from zero: earlier progress files of these jobs go (a spread job's
+    // task files too).
     for j in &list.jobs {
-        let p = jobs_dir.join(format!("{}.json", j.name));
-        match std::fs::remove_file(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(ExecError::Io {
-                    context: format!("removing {}", p.display()),
-                    source: e,
-                })
+        let own = jobs_dir.join(format!("{}.json", j.name));
+        let tasks = super::launch_env::task_state_files(&own);
+        for p in std::iter::once(own).chain(tasks) {
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ExecError::Io {
+                        context: format!("removing {}", p.display()),
+                        source: e,
+                    })
+                }
             }
         }
     }

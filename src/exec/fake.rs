@@ -163,6 +163,11 @@ impl FakeJob {
     }
 }
 
+/// The GPU ids of every part of `alloc`, in order.
+fn gpu_ids(alloc: &Allocation) -> Vec<u32> {
+    alloc.parts.iter().flat_map(|p| p.gpus.clone()).collect()
+}
+
 /// The in-process backend.
 pub(crate) struct FakeBackend {
     time: FakeTime,
@@ -202,6 +207,18 @@ impl FakeBackend {
             calls: Vec::new(),
             orphan_calls: Vec::new(),
         }
+    }
+
+    /// `n` servers of the same shape instead of one, named `fake-0`, `fake-1`, ...
+    pub(crate) fn servers(mut self, n: usize) -> FakeBackend {
+        let one = self.servers[0].clone();
+        self.servers = (0..n)
+            .map(|k| ServerInfo {
+                name: format!("fake-{k}"),
+                ..one.clone()
+            })
+            .collect();
+        self
     }
 
     /// Job `job`'s launches crash on reaching these totals, each once, in order.
@@ -322,7 +339,7 @@ impl Backend for FakeBackend {
         self.record(
             job.name,
             Call::Start {
-                gpus: alloc.gpus.clone(),
+                gpus: gpu_ids(alloc),
                 from,
             },
         );
@@ -332,7 +349,7 @@ impl Backend for FakeBackend {
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
         let now = self.time.now();
         let fj = self.advance(job.name)?;
-        let change = if fj.alloc.gpus == alloc.gpus || fj.exit.is_some() {
+        let change = if gpu_ids(&fj.alloc) == gpu_ids(alloc) || fj.exit.is_some() {
             Change::Live
         } else {
             // As on the local backend: a process cannot change its GPUs, so it starts again.
@@ -343,8 +360,8 @@ impl Backend for FakeBackend {
         self.record(
             job.name,
             Call::Reallocate {
-                gpus: alloc.gpus.clone(),
-                cpus: alloc.cpus.0,
+                gpus: gpu_ids(alloc),
+                cpus: alloc.cpus().0,
                 change,
             },
         );

@@ -326,19 +326,20 @@ impl JobList {
         t
     }
 
-    /// Rejects jobs wider than any server, naming the job.
-    pub fn check_fits(&self, max_server_gpus: u32) -> Result<(), InputError> {
+    /// Rejects jobs of more than `max_gpus` GPUs, naming the job; `limit` says where the limit comes from
+    /// (`the largest server has`, `the servers have`).
+    pub fn check_fits(&self, max_gpus: u32, limit: &str) -> Result<(), InputError> {
         match self
             .jobs
             .iter()
             .enumerate()
-            .find(|(_, j)| j.gpus > max_server_gpus)
+            .find(|(_, j)| j.gpus > max_gpus)
         {
             Some((i, j)) => Err(InputError::field(
                 self.path.display().to_string(),
                 format!("job[{i}].gpus"),
                 format!(
-                    "job `{}` asks for {} GPUs; the largest server has {max_server_gpus}",
+                    "job `{}` asks for {} GPUs; {limit} {max_gpus}",
                     j.name, j.gpus
                 ),
             )),

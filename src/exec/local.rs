@@ -5,7 +5,8 @@
 
 use super::launch_env::{app_cache_bytes, domain_prefix, STDERR_TAIL};
 use super::{
-    Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
+    AllocPart, Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll,
+    ServerInfo,
 };
 use crate::error::InputError;
 use crate::isolate::cgroup::CgroupBackend;
@@ -63,7 +64,8 @@ struct LocalJob {
     samples: u64,
     steps: u64,
     frozen: bool,
-    alloc: Allocation,
+    /// What it holds on the one server.
+    alloc: AllocPart,
     exit: Option<JobExit>,
     window: Option<ObserveWindow>,
 }
@@ -182,7 +184,7 @@ impl LocalBackend {
     }
 }
 
-fn budget_of(alloc: &Allocation) -> Budget {
+fn budget_of(alloc: &AllocPart) -> Budget {
     Budget {
         cpus: alloc.cpus,
         cpu_list: Some(alloc.cores.clone()),
@@ -347,6 +349,7 @@ impl Backend for LocalBackend {
         if self.jobs.contains_key(job.name) {
             return Err(ExecError::already_started(job.name));
         }
+        let alloc = alloc.one_server(self.name())?;
         let domain_name = format!("{}{}", self.prefix, job.name);
         let domain = self.iso.create(&domain_name, &budget_of(alloc))?;
         let mut lj = LocalJob {
@@ -371,6 +374,7 @@ impl Backend for LocalBackend {
     }
 
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
+        let alloc = alloc.one_server(self.name())?;
         let lj = self.job(job.name)?;
         let same_gpus = lj.alloc.gpus == alloc.gpus;
         lj.drain();

@@ -93,9 +93,19 @@ pub struct ServerInfo {
     pub whole_cores: bool,
 }
 
-/// What one job holds this round on one server.
+/// What one job holds this round: one part per server it runs on, in server order. Most jobs have one
+/// part; a job the mechanism spreads over several servers (docs/run.md, "Jobs over several servers") has
+/// one on each, and a backend that can run it starts one task per server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AllocationRepr")]
 pub struct Allocation {
+    /// Its share of each server, in server order; never empty.
+    pub parts: Vec<AllocPart>,
+}
+
+/// What one job holds on one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocPart {
     /// Index of the server in [`Backend::servers`].
     pub server: usize,
     /// GPU ids.
@@ -106,6 +116,68 @@ pub struct Allocation {
     pub cores: Vec<usize>,
     /// Memory limit.
     pub memory: Bytes,
+}
+
+/// An allocation as state files hold it: `{"parts": [...]}`, or one part's fields at the top level, as
+/// files written before jobs could spread over servers have it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AllocationRepr {
+    Parts { parts: Vec<AllocPart> },
+    OneServer(AllocPart),
+}
+
+impl From<AllocationRepr> for Allocation {
+    fn from(r: AllocationRepr) -> Allocation {
+        match r {
+            AllocationRepr::Parts { parts } => Allocation { parts },
+            AllocationRepr::OneServer(p) => Allocation::on_one(p),
+        }
+    }
+}
+
+impl Allocation {
+    /// An allocation on one server.
+    pub fn on_one(part: AllocPart) -> Allocation {
+        Allocation { parts: vec![part] }
+    }
+
+    /// Whether the job runs on more than one server.
+    pub fn is_spread(&self) -> bool {
+        self.parts.len() > 1
+    }
+
+    /// GPUs over all its servers.
+    pub fn gpu_count(&self) -> u32 {
+        self.parts.iter().map(|p| p.gpus.len() as u32).sum()
+    }
+
+    /// Cores over all its servers.
+    pub fn cpus(&self) -> Cores {
+        Cores(self.parts.iter().map(|p| p.cpus.0).sum())
+    }
+
+    /// Memory over all its servers.
+    pub fn memory(&self) -> Bytes {
+        Bytes(self.parts.iter().map(|p| p.memory.0).sum())
+    }
+
+    /// Its part on server `server`, if it has one there.
+    pub fn part_on(&self, server: usize) -> Option<&AllocPart> {
+        self.parts.iter().find(|p| p.server == server)
+    }
+
+    /// Its one part, for a backend that runs every job on one server; an error names `backend` when the
+    /// job was spread (a planner over that backend's one server never spreads a job).
+    pub fn one_server(&self, backend: &str) -> Result<&AllocPart, ExecError> {
+        match self.parts.as_slice() {
+            [one] => Ok(one),
+            parts => Err(ExecError::Other(format!(
+                "the {backend} backend runs a job on one server, but this allocation has {} parts",
+                parts.len()
+            ))),
+        }
+    }
 }
 
 /// How much work a job does.

@@ -1,7 +1,8 @@
 //! A client for a Slurm cluster over its command-line tools (`scontrol`, `sbatch`, `squeue`, `scancel`):
 //! discovers nodes with their cores, memory and GPUs, submits one job per allocation (`--nodelist`,
-//! `--cpus-per-task`, `--mem`, `--gres=gpu:N`), reads back its state and the resources Slurm gave it, and
-//! cancels it so that the workload sees SIGTERM (and can save its progress) before it is killed.
+//! `--cpus-per-task`, `--mem`, `--gres=gpu:N`; a task on each node for a job over several), reads back
+//! its state and the resources Slurm gave it, and cancels it so that the workload sees SIGTERM (and can
+//! save its progress) before it is killed.
 //!
 //! The CLI tools rather than the C API: they are what every Slurm installation ships, their `-o` (one line
 //! per record) and `--parsable` outputs are stable across versions, and they need no linking.
@@ -147,7 +148,8 @@ impl Node {
     }
 }
 
-/// What to run and with which resources: one batch job on one node.
+/// What to run and with which resources on one node: a batch job of one task, or one node's task of a
+/// job over several ([`Slurm::submit_tasks`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRequest {
     /// The job name (`--job-name`), used to find the job again after the submitter restarts.
@@ -382,14 +384,33 @@ impl Slurm {
     /// Submits `req` as a batch job and returns its id. The batch script `exec`s the command, so signals
     /// sent to the job reach the program itself.
     pub fn submit(&self, req: &JobRequest) -> Result<JobId, SlurmError> {
-        let script = batch_script(req)?;
-        let args = sbatch_args(req);
+        self.submit_tasks(std::slice::from_ref(req))
+    }
+
+    /// Submits one job that runs a task on each node of `tasks` (one request per node, each with its
+    /// own node, resources, command and environment; the name, files, partition and comment are the
+    /// first's) and returns its id. One request is [`Slurm::submit`]'s job. With several, equal
+    /// resources on every node are one job of `--nodes=N --ntasks-per-node=1`, and unequal ones a
+    /// heterogeneous job of one component per node (`sbatch ... : ...`); either way the batch script
+    /// `exec`s one `srun` that starts every node's task, and each task `exec`s its command (found by
+    /// `SLURMD_NODENAME`), so a cancel's SIGTERM reaches every program.
+    pub fn submit_tasks(&self, tasks: &[JobRequest]) -> Result<JobId, SlurmError> {
+        let first = tasks.first().ok_or_else(|| SlurmError::InvalidRequest {
+            name: String::new(),
+            message: "a job needs at least one task".into(),
+        })?;
+        let script = if tasks.len() == 1 {
+            batch_script(first)?
+        } else {
+            spread_script(tasks)?
+        };
+        let args = sbatch_args(tasks);
         let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = self
             .run("sbatch", &arg_refs, Some(script.as_bytes()))
             .map_err(|e| match e {
                 SlurmError::Command { stderr, .. } => SlurmError::Rejected {
-                    name: req.name.clone(),
+                    name: first.name.clone(),
                     message: stderr,
                 },
                 other => other,
@@ -446,6 +467,13 @@ impl Slurm {
             if !name.starts_with(prefix) {
                 continue;
             }
+            // A heterogeneous job is listed once per component (`ID+0`, `ID+1`, ...): the first stands
+            // for the job.
+            let id = match id.split_once('+') {
+                Some((_, offset)) if offset != "0" => continue,
+                Some((leader, _)) => leader,
+                None => id,
+            };
             let id = id
                 .parse()
                 .map_err(|_| parse_error("squeue", format!("`{id}` is not a job id")))?;
@@ -613,35 +641,76 @@ fn parse_error(command: &str, detail: impl Into<String>) -> SlurmError {
     }
 }
 
-/// The `sbatch` options for `req` (the script itself goes to its standard input).
-fn sbatch_args(req: &JobRequest) -> Vec<String> {
+/// The `sbatch` options for a job of `tasks`, one per node (the script itself goes to its standard
+/// input): the name, files and comment of the first, and each node's resources (see
+/// [`Slurm::submit_tasks`]).
+fn sbatch_args(tasks: &[JobRequest]) -> Vec<String> {
+    let Some(req) = tasks.first() else {
+        return Vec::new();
+    };
     let mut args = vec![
         "--parsable".to_string(),
         format!("--job-name={}", req.name),
-        "--nodes=1".to_string(),
-        "--ntasks=1".to_string(),
-        format!("--cpus-per-task={}", req.cpus),
-        format!("--mem={}M", req.memory.0.div_ceil(1 << 20)),
         format!("--chdir={}", req.workdir.display()),
         format!("--output={}", escape_filename_pattern(&req.stdout)),
         format!("--error={}", escape_filename_pattern(&req.stderr)),
         // The executor decides when a job runs again (with a new allocation); Slurm must not requeue it.
         "--no-requeue".to_string(),
     ];
-    if req.gpus > 0 {
-        args.push(format!("--gres=gpu:{}", req.gpus));
-    }
-    if let Some(node) = &req.node {
-        args.push(format!("--nodelist={node}"));
-    }
-    if let Some(p) = &req.partition {
-        args.push(format!("--partition={p}"));
-    }
     if req.append_output {
         args.push("--open-mode=append".to_string());
     }
     if let Some(c) = &req.comment {
         args.push(format!("--comment={c}"));
+    }
+    let same = |t: &JobRequest| (t.cpus, t.memory, t.gpus) == (req.cpus, req.memory, req.gpus);
+    if tasks.iter().all(same) {
+        let nodes: Vec<&str> = tasks.iter().filter_map(|t| t.node.as_deref()).collect();
+        if tasks.len() == 1 {
+            args.extend(["--nodes=1".to_string(), "--ntasks=1".to_string()]);
+        } else {
+            args.extend([
+                format!("--nodes={}", tasks.len()),
+                "--ntasks-per-node=1".to_string(),
+            ]);
+        }
+        args.extend(resource_args(
+            req,
+            &nodes.join(","),
+            tasks.len() == nodes.len(),
+        ));
+    } else {
+        // A heterogeneous job: one component per node, separated by `:`.
+        for (k, t) in tasks.iter().enumerate() {
+            if k > 0 {
+                args.push(":".to_string());
+            }
+            args.extend(["--nodes=1".to_string(), "--ntasks=1".to_string()]);
+            args.extend(resource_args(
+                t,
+                t.node.as_deref().unwrap_or(""),
+                t.node.is_some(),
+            ));
+        }
+    }
+    args
+}
+
+/// One node's resources: `--cpus-per-task`, `--mem`, `--gres`, `--nodelist` (when `with_nodes`) and
+/// `--partition`.
+fn resource_args(req: &JobRequest, nodes: &str, with_nodes: bool) -> Vec<String> {
+    let mut args = vec![
+        format!("--cpus-per-task={}", req.cpus),
+        format!("--mem={}M", req.memory.0.div_ceil(1 << 20)),
+    ];
+    if req.gpus > 0 {
+        args.push(format!("--gres=gpu:{}", req.gpus));
+    }
+    if with_nodes && !nodes.is_empty() {
+        args.push(format!("--nodelist={nodes}"));
+    }
+    if let Some(p) = &req.partition {
+        args.push(format!("--partition={p}"));
     }
     args
 }
@@ -653,6 +722,50 @@ fn escape_filename_pattern(p: &std::path::Path) -> String {
 
 /// The batch script: exports the request's variables and `exec`s its command, every word quoted.
 fn batch_script(req: &JobRequest) -> Result<String, SlurmError> {
+    let mut s = String::from("#!/bin/sh\n# Submitted by synergy.\n");
+    s.push_str(&task_lines(req)?);
+    Ok(s)
+}
+
+/// The batch script of a job spread over the nodes of `tasks`: one `srun` that starts a task on every
+/// node (every component of a heterogeneous job), where each task runs its node's exports and command.
+fn spread_script(tasks: &[JobRequest]) -> Result<String, SlurmError> {
+    let first = &tasks[0];
+    let invalid = |message: String| SlurmError::InvalidRequest {
+        name: first.name.clone(),
+        message,
+    };
+    let mut dispatch = String::from("case \"$SLURMD_NODENAME\" in\n");
+    let mut seen = Vec::new();
+    for t in tasks {
+        let node = t.node.as_deref().ok_or_else(|| {
+            invalid("every task of a job over several nodes names its node".into())
+        })?;
+        if seen.contains(&node) {
+            return Err(invalid(format!("two tasks on node `{node}`")));
+        }
+        seen.push(node);
+        dispatch.push_str(&format!("{})\n{};;\n", shell_quote(node), task_lines(t)?));
+    }
+    dispatch
+        .push_str("*) echo \"synergy: no task for node $SLURMD_NODENAME\" >&2; exit 1;;\nesac\n");
+    let same =
+        |t: &JobRequest| (t.cpus, t.memory, t.gpus) == (first.cpus, first.memory, first.gpus);
+    let groups = if tasks.iter().all(same) {
+        String::new()
+    } else {
+        let all: Vec<String> = (0..tasks.len()).map(|k| k.to_string()).collect();
+        format!(" --het-group={}", all.join(","))
+    };
+    Ok(format!(
+        "#!/bin/sh\n# Submitted by synergy: a task on each of {} nodes.\nexec srun{groups} --kill-on-bad-exit=1 /bin/sh -c {}\n",
+        tasks.len(),
+        shell_quote(&dispatch)
+    ))
+}
+
+/// What runs one task: its checks, its variables exported and its command `exec`ed, every word quoted.
+fn task_lines(req: &JobRequest) -> Result<String, SlurmError> {
     let invalid = |message: String| SlurmError::InvalidRequest {
         name: req.name.clone(),
         message,
@@ -676,7 +789,7 @@ fn batch_script(req: &JobRequest) -> Result<String, SlurmError> {
     if req.comment.as_deref().is_some_and(|c| c.contains('\n')) {
         return Err(invalid("the comment must be on one line".into()));
     }
-    let mut s = String::from("#!/bin/sh\n# Submitted by synergy.\n");
+    let mut s = String::new();
     for (k, v) in &req.env {
         let ok = !k.is_empty()
             && !k.starts_with(|c: char| c.is_ascii_digit())
@@ -949,7 +1062,7 @@ mod tests {
         let s = batch_script(&req).unwrap();
         assert!(s.contains("export SYNERGY_STATE_FILE='/tmp/a b'\n"), "{s}");
         assert!(s.ends_with("exec '/bin/echo' 'it'\\''s $HOME'\n"), "{s}");
-        let args = sbatch_args(&req);
+        let args = sbatch_args(std::slice::from_ref(&req));
         for a in [
             "--cpus-per-task=2",
             "--mem=300M",
@@ -991,5 +1104,136 @@ mod tests {
                 .into(),
         );
         assert!(matches!(e, SlurmError::Auth { .. }));
+    }
+
+    #[test]
+    fn a_job_over_several_nodes_is_one_job_or_a_heterogeneous_one() {
+        let task = |node: &str, cpus: u32, mib: u64, gpus: u32| JobRequest {
+            name: "synergy-run-1-wide".into(),
+            command: vec!["/bin/work".into(), node.into()],
+            env: vec![("SYNERGY_STATE_FILE".into(), format!("/s/{node}"))],
+            workdir: "/tmp".into(),
+            stdout: "/tmp/o".into(),
+            stderr: "/tmp/e".into(),
+            append_output: false,
+            node: Some(node.into()),
+            cpus,
+            memory: Bytes(mib << 20),
+            gpus,
+            partition: Some("main".into()),
+            comment: Some("synergy:image synergy-run:1-2".into()),
+        };
+        // Equal shares: `--nodes=2 --ntasks-per-node=1` with the per-node resources, both nodes listed.
+        let equal = [task("n1", 1, 256, 1), task("n2", 1, 256, 1)];
+        let args = sbatch_args(&equal);
+        for a in [
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=1",
+            "--mem=256M",
+            "--gres=gpu:1",
+            "--nodelist=n1,n2",
+            "--job-name=synergy-run-1-wide",
+        ] {
+            assert_eq!(
+                args.iter().filter(|x| *x == a).count(),
+                1,
+                "{a} in {args:?}"
+            );
+        }
+        assert!(!args.iter().any(|x| x == ":"), "{args:?}");
+        let script = spread_script(&equal).unwrap();
+        assert!(
+            script.contains("exec srun --kill-on-bad-exit=1 /bin/sh -c "),
+            "{script}"
+        );
+        // Unequal shares: one component per node, in order, each with its own resources.
+        let unequal = [task("n1", 1, 512, 2), task("n2", 2, 256, 1)];
+        let args = sbatch_args(&unequal);
+        let colon = args.iter().position(|x| x == ":").expect("two components");
+        let (first, second) = (&args[..colon], &args[colon + 1..]);
+        for (part, want) in [
+            (
+                first,
+                [
+                    "--nodelist=n1",
+                    "--cpus-per-task=1",
+                    "--mem=512M",
+                    "--gres=gpu:2",
+                ],
+            ),
+            (
+                second,
+                [
+                    "--nodelist=n2",
+                    "--cpus-per-task=2",
+                    "--mem=256M",
+                    "--gres=gpu:1",
+                ],
+            ),
+        ] {
+            for a in want {
+                assert!(part.iter().any(|x| x == a), "{a} in {part:?}");
+            }
+            assert!(part.iter().any(|x| x == "--partition=main"), "{part:?}");
+        }
+        assert!(first.iter().any(|x| x == "--job-name=synergy-run-1-wide"));
+        let script = spread_script(&unequal).unwrap();
+        assert!(
+            script.contains("exec srun --het-group=0,1 --kill-on-bad-exit=1"),
+            "{script}"
+        );
+        // Each node runs its own exports and command, found by the node's name: the script run with
+        // an `srun` that only runs its command, as on each node.
+        let dir = tempfile::tempdir().unwrap();
+        let srun = dir.path().join("srun");
+        std::fs::write(
+            &srun,
+            "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\nexec \"$@\"\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&srun, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut tasks = unequal.clone();
+        for t in tasks.iter_mut() {
+            t.command = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "echo \"$0 it's $SYNERGY_STATE_FILE\"".into(),
+                t.node.clone().unwrap(),
+            ];
+        }
+        let script = spread_script(&tasks).unwrap();
+        let path = format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        for node in ["n1", "n2", "n3"] {
+            let out = std::process::Command::new("/bin/sh")
+                .args(["-c", &script])
+                .env("PATH", &path)
+                .env("SLURMD_NODENAME", node)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout);
+            if node == "n3" {
+                assert!(!out.status.success(), "no task for {node}: {said}");
+            } else {
+                assert_eq!(said, format!("{node} it's /s/{node}\n"), "{script}");
+            }
+        }
+        // Two tasks on one node, or a task without a node, are refused.
+        let twice = [task("n1", 1, 256, 1), task("n1", 1, 256, 1)];
+        assert!(matches!(
+            spread_script(&twice),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
+        let mut nameless = unequal.clone();
+        nameless[1].node = None;
+        assert!(matches!(
+            spread_script(&nameless),
+            Err(SlurmError::InvalidRequest { .. })
+        ));
     }
 }

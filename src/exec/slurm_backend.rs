@@ -1,15 +1,19 @@
 //! The Slurm backend: every allocation the executor plans becomes one Slurm batch job on the planned node
-//! (`--nodelist`, `--cpus-per-task`, `--mem`, `--gres=gpu:N`). Slurm cannot resize a running job, so a
-//! changed allocation stops the job (SIGTERM: the workload saves its progress to `SYNERGY_STATE_FILE`)
-//! and submits it again with the new resources; it continues from that progress. Pausing stops it the
-//! same way and resuming submits it again, because a suspended Slurm job keeps its GPUs and memory.
-//! Progress is read from the workload's state file (the progress pipe does not cross `sbatch`).
+//! (`--nodelist`, `--cpus-per-task`, `--mem`, `--gres=gpu:N`), or, for a job spread over several nodes,
+//! one job with a task on each (docs/slurm.md, "Several nodes on one host"). Slurm cannot resize a
+//! running job, so a changed allocation stops the job (SIGTERM: the workload saves its progress to
+//! `SYNERGY_STATE_FILE`) and submits it again with the new resources; it continues from that progress.
+//! Pausing stops it the same way and resuming submits it again, because a suspended Slurm job keeps its
+//! GPUs and memory. Progress is read from the workload's state files (the progress pipe does not cross
+//! `sbatch`): a spread job's tasks keep one each and share what is left in proportion to their GPUs.
 
-use super::launch_env::{app_cache_bytes, domain_prefix, RUN_PREFIX, STDERR_TAIL};
+use super::launch_env::{
+    app_cache_bytes, domain_prefix, saved_progress, task_state_file, RUN_PREFIX, STDERR_TAIL,
+};
 use super::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
 use super::{
-    Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll, ServerInfo,
-    Work,
+    AllocPart, Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll,
+    ServerInfo, Work,
 };
 use crate::error::InputError;
 use crate::isolate::ChildSetup;
@@ -53,7 +57,7 @@ struct Resources {
 }
 
 impl Resources {
-    fn of(alloc: &Allocation) -> Resources {
+    fn of(alloc: &AllocPart) -> Resources {
         Resources {
             // Whole cores: the planner already rounds on Slurm nodes; this only guards the request.
             cpus: (alloc.cpus.0 - 1e-6).ceil().max(1.0) as u32,
@@ -63,12 +67,33 @@ impl Resources {
     }
 }
 
+/// What Slurm sees of an allocation: each part's node and resources.
+fn shape(alloc: &Allocation) -> Vec<(usize, Resources)> {
+    alloc
+        .parts
+        .iter()
+        .map(|p| (p.server, Resources::of(p)))
+        .collect()
+}
+
+/// One node's task of a job.
+struct Task {
+    /// What is (or, while paused, will be) submitted for it, without its stop target (`--max-samples`,
+    /// `--max-steps`), which is set from the saved progress at each submission.
+    request: JobRequest,
+    /// Its own `SYNERGY_STATE_FILE`.
+    state_file: PathBuf,
+    /// GPUs it has: its share of what is left is in proportion to them.
+    gpus: u32,
+}
+
 struct SlurmJob {
     /// The Slurm job name: the executor's prefix and the job's name.
     slurm_name: String,
-    /// What is (or, while paused, will be) submitted.
-    request: JobRequest,
+    /// One per node of its allocation, in server order.
+    tasks: Vec<Task>,
     alloc: Allocation,
+    /// The job's own state file; a spread job's tasks keep theirs beside it.
     state_file: PathBuf,
     /// Its work, to tell a job that did it (and is exiting) from one to stop.
     work: Work,
@@ -168,58 +193,91 @@ impl SlurmBackend {
             .ok_or_else(|| ExecError::Other(format!("job `{name}` is not running here")))
     }
 
-    /// The batch job that runs `job` with `alloc`: the spec's command and environment expanded as the
-    /// local launcher does, with the executor's `--max-samples`/`--max-steps` and state file.
-    fn request(&self, job: &JobLaunch, alloc: &Allocation) -> Result<JobRequest, ExecError> {
-        let res = Resources::of(alloc);
-        let extra_args = job.work.stop_args();
-        let extra_env = vec![(
-            env::STATE_FILE.to_string(),
-            job.state_file.display().to_string(),
-        )];
-        let cfg = LaunchConfig {
-            spec: job.spec,
-            dataset: job.dataset,
-            // Any change resubmits the job, so its loaders are sized for what it holds now.
-            cpus: Cores(res.cpus as f64),
-            cpu_list: &[],
-            cache_bytes: app_cache_bytes(job, alloc),
-            synthetic: false,
-            setup: ChildSetup::default(),
-            extra_args: &extra_args,
-            extra_env: &extra_env,
-        };
-        let (command, env) = launch::command_line(&cfg)?;
-        // No progress pipe crosses sbatch, and Slurm picks the core ids (and sets
-        // CUDA_VISIBLE_DEVICES from the GPUs it binds).
-        let env = env
-            .into_iter()
-            .filter(|(k, _)| k != env::PROGRESS_FD && k != env::CPU_LIST)
-            .collect();
+    /// The tasks that run `job` with `alloc`, one per node: the spec's command and environment expanded
+    /// as the local launcher does, with its node's cores and cache and its state file (the job's own
+    /// when it runs on one node, else one per task).
+    fn tasks(&self, job: &JobLaunch, alloc: &Allocation) -> Result<Vec<Task>, ExecError> {
         let workdir = std::env::current_dir().map_err(|e| ExecError::Io {
             context: "reading the current directory".into(),
             source: e,
         })?;
-        Ok(JobRequest {
-            name: format!("{}{}", self.prefix, job.name),
-            command,
-            env,
-            workdir,
-            stdout: job.state_file.with_extension("out"),
-            stderr: job.state_file.with_extension("err"),
-            // A resubmitted job keeps its log; one starting from nothing starts a new one.
-            append_output: job.state_file.exists(),
-            node: Some(self.servers[alloc.server].name.clone()),
-            cpus: res.cpus,
-            memory: Bytes(res.memory_mib << 20),
-            gpus: res.gpus,
-            partition: self.partition.clone(),
-            comment: Some(format!("synergy:{} {}", job.model, self.run_mark)),
-        })
+        let mut tasks = Vec::new();
+        for (k, part) in alloc.parts.iter().enumerate() {
+            let res = Resources::of(part);
+            let state_file = if alloc.is_spread() {
+                task_state_file(job.state_file, k)
+            } else {
+                job.state_file.to_path_buf()
+            };
+            let extra_env = vec![(
+                env::STATE_FILE.to_string(),
+                state_file.display().to_string(),
+            )];
+            let cfg = LaunchConfig {
+                spec: job.spec,
+                dataset: job.dataset,
+                // Any change resubmits the job, so its loaders are sized for what it holds now.
+                cpus: Cores(res.cpus as f64),
+                cpu_list: &[],
+                cache_bytes: app_cache_bytes(job, part),
+                synthetic: false,
+                setup: ChildSetup::default(),
+                extra_args: &[],
+                extra_env: &extra_env,
+            };
+            let (command, env) = launch::command_line(&cfg)?;
+            // No progress pipe crosses sbatch, and Slurm picks the core ids (and sets
+            // CUDA_VISIBLE_DEVICES from the GPUs it binds).
+            let env = env
+                .into_iter()
+                .filter(|(k, _)| k != env::PROGRESS_FD && k != env::CPU_LIST)
+                .collect();
+            let request = JobRequest {
+                name: format!("{}{}", self.prefix, job.name),
+                command,
+                env,
+                workdir: workdir.clone(),
+                stdout: job.state_file.with_extension("out"),
+                stderr: job.state_file.with_extension("err"),
+                // A resubmitted job keeps its log; one starting from nothing starts a new one.
+                append_output: job.state_file.exists() || state_file.exists(),
+                node: Some(self.servers[part.server].name.clone()),
+                cpus: res.cpus,
+                memory: Bytes(res.memory_mib << 20),
+                gpus: res.gpus,
+                partition: self.partition.clone(),
+                comment: Some(format!("synergy:{} {}", job.model, self.run_mark)),
+            };
+            tasks.push(Task {
+                request,
+                state_file,
+                gpus: res.gpus,
+            });
+        }
+        Ok(tasks)
     }
 
+    /// Submits the job's tasks, each told where to stop from the progress saved now.
     fn submit(slurm: &Slurm, sj: &mut SlurmJob) -> Result<(), ExecError> {
-        sj.id = Some(slurm.submit(&sj.request)?);
+        let saved = saved_progress(&sj.state_file)?;
+        let own = sj
+            .tasks
+            .iter()
+            .map(|t| ResumeState::read(&t.state_file))
+            .collect::<Result<Vec<_>, _>>()?;
+        let gpus: Vec<u32> = sj.tasks.iter().map(|t| t.gpus).collect();
+        let targets = task_targets(sj.work, saved, &own, &gpus);
+        let requests: Vec<JobRequest> = sj
+            .tasks
+            .iter()
+            .zip(targets)
+            .map(|(t, target)| {
+                let mut r = t.request.clone();
+                r.command.extend(target.stop_args());
+                r
+            })
+            .collect();
+        sj.id = Some(slurm.submit_tasks(&requests)?);
         sj.exit = None;
         sj.last_query = None;
         Ok(())
@@ -244,6 +302,46 @@ fn run_mark(pid: u32, now: std::time::SystemTime) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     format!("synergy-run:{pid}-{s}")
+}
+
+/// Where each task of a submission stops, as its `--max-samples`/`--max-steps` count (its own file's
+/// totals included): what the job has left after `saved` (all its progress, earlier layouts' tasks
+/// included) is split in proportion to the tasks' `gpus` (the first tasks take what does not divide),
+/// on top of what each task's own file holds (`own`). Every task file only ever counts its own task's
+/// work, so a new layout neither loses nor counts twice what an earlier one did. One task on one node
+/// gets the job's whole work, as before jobs could spread.
+fn task_targets(work: Work, saved: ResumeState, own: &[ResumeState], gpus: &[u32]) -> Vec<Work> {
+    let (total, done, own_done): (u64, u64, Vec<u64>) = match work {
+        Work::Samples(n) => (
+            n,
+            saved.samples_done,
+            own.iter().map(|o| o.samples_done).collect(),
+        ),
+        Work::Steps(n) => (
+            n,
+            saved.steps_done,
+            own.iter().map(|o| o.steps_done).collect(),
+        ),
+    };
+    let left = total.saturating_sub(done);
+    let all: u64 = gpus.iter().map(|&g| g as u64).sum::<u64>().max(1);
+    let mut shares: Vec<u64> = gpus.iter().map(|&g| left * g as u64 / all).collect();
+    let mut rest = left - shares.iter().sum::<u64>();
+    for s in shares.iter_mut() {
+        if rest == 0 {
+            break;
+        }
+        *s += 1;
+        rest -= 1;
+    }
+    own_done
+        .iter()
+        .zip(shares)
+        .map(|(d, s)| match work {
+            Work::Samples(_) => Work::Samples(d + s),
+            Work::Steps(_) => Work::Steps(d + s),
+        })
+        .collect()
 }
 
 /// How an ended Slurm job is reported to the executor.
@@ -281,10 +379,10 @@ impl Backend for SlurmBackend {
         if self.jobs.contains_key(job.name) {
             return Err(ExecError::already_started(job.name));
         }
-        let request = self.request(job, alloc)?;
+        let tasks = self.tasks(job, alloc)?;
         let mut sj = SlurmJob {
-            slurm_name: request.name.clone(),
-            request,
+            slurm_name: format!("{}{}", self.prefix, job.name),
+            tasks,
             alloc: alloc.clone(),
             state_file: job.state_file.to_path_buf(),
             work: job.work,
@@ -298,13 +396,12 @@ impl Backend for SlurmBackend {
     }
 
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
-        let request = self.request(job, alloc)?;
+        let tasks = self.tasks(job, alloc)?;
         let slurm = self.slurm.clone();
         let sj = self.job(job.name)?;
-        let same =
-            Resources::of(&sj.alloc) == Resources::of(alloc) && sj.request.node == request.node;
+        let same = shape(&sj.alloc) == shape(alloc);
         sj.alloc = alloc.clone();
-        sj.request = request;
+        sj.tasks = tasks;
         if same || sj.id.is_none() || sj.exit.is_some() {
             // Paused: it is submitted with the new allocation when it resumes.
             return Ok(Change::Same);
@@ -338,7 +435,7 @@ impl Backend for SlurmBackend {
                 sj.last_query = Some(Instant::now());
                 match slurm.job(id) {
                     Ok(info) if info.state.is_finished() => {
-                        sj.exit = Some(exit_of(&info, &sj.request.stderr));
+                        sj.exit = Some(exit_of(&info, &sj.tasks[0].request.stderr));
                     }
                     Ok(_) => {}
                     Err(SlurmError::NoSuchJob(_)) => {
@@ -353,7 +450,7 @@ impl Backend for SlurmBackend {
             }
         }
         // Read after the state: a job that has ended wrote its last totals before it did.
-        let totals = ResumeState::read(&sj.state_file)?;
+        let totals = saved_progress(&sj.state_file)?;
         Ok(JobPoll {
             samples_done: totals.samples_done,
             steps_done: totals.steps_done,
@@ -363,11 +460,11 @@ impl Backend for SlurmBackend {
 
     fn restart(&mut self, job: &JobLaunch) -> Result<(), ExecError> {
         let alloc = self.job(job.name)?.alloc.clone();
-        let request = self.request(job, &alloc)?;
+        let tasks = self.tasks(job, &alloc)?;
         let slurm = self.slurm.clone();
         let sj = self.job(job.name)?;
         Self::cancel(&slurm, sj)?;
-        sj.request = request;
+        sj.tasks = tasks;
         Self::submit(&slurm, sj)
     }
 
@@ -376,7 +473,7 @@ impl Backend for SlurmBackend {
             return Ok(());
         };
         if let (Some(id), None) = (sj.id, &sj.exit) {
-            let totals = ResumeState::read(&sj.state_file)?;
+            let totals = saved_progress(&sj.state_file)?;
             let done = match sj.work {
                 Work::Samples(n) => totals.samples_done >= n,
                 Work::Steps(n) => totals.steps_done >= n,
@@ -440,7 +537,7 @@ mod tests {
 
     #[test]
     fn slurm_sees_whole_cores_whole_mib_and_a_gpu_count() {
-        let a = Allocation {
+        let a = AllocPart {
             server: 0,
             gpus: vec![1],
             cpus: Cores(2.0),
@@ -456,16 +553,51 @@ mod tests {
             }
         );
         // Other GPU ids and core ids of the same counts are the same request to Slurm.
-        let b = Allocation {
+        let b = AllocPart {
             gpus: vec![0],
             cores: vec![2, 3],
             ..a.clone()
         };
         assert_eq!(Resources::of(&a), Resources::of(&b));
-        let c = Allocation {
+        let c = AllocPart {
             cpus: Cores(0.25),
             ..a
         };
         assert_eq!(Resources::of(&c).cpus, 1);
+    }
+
+    #[test]
+    fn a_spread_job_s_tasks_share_what_is_left_by_gpus_and_never_redo_or_lose_work() {
+        let st = |n: u64| ResumeState {
+            samples_done: n,
+            steps_done: n / 32,
+        };
+        // One task on one node: the whole work, as before jobs could spread.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(300), &[st(300)], &[2]),
+            vec![Work::Samples(1000)]
+        );
+        // 2 + 1 GPUs from nothing: two thirds and one third; what does not divide goes to the first.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(0), &[st(0), st(0)], &[2, 1]),
+            vec![Work::Samples(667), Work::Samples(333)]
+        );
+        // Resubmitted in the same layout after 400 and 100: each continues from its own file and
+        // they share the 500 left.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(500), &[st(400), st(100)], &[1, 1]),
+            vec![Work::Samples(650), Work::Samples(350)]
+        );
+        // Back on one node after the tasks did 600 (its own file holds 200 from before): its file's
+        // target leaves exactly the 200 still to do.
+        assert_eq!(
+            task_targets(Work::Samples(1000), st(800), &[st(200)], &[4]),
+            vec![Work::Samples(400)]
+        );
+        // Steps count the same way; a job already past its work gives every task nothing more.
+        assert_eq!(
+            task_targets(Work::Steps(10), st(32 * 12), &[st(32 * 3), st(0)], &[1, 1]),
+            vec![Work::Steps(3), Work::Steps(0)]
+        );
     }
 }

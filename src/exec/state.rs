@@ -122,3 +122,55 @@ pub fn unix_now_s() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::AllocPart;
+    use crate::units::{Bytes, Cores};
+
+    #[test]
+    fn a_state_file_from_before_spread_jobs_reads_as_one_part_and_the_new_form_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.state.json");
+        // As `synergy run` wrote it when an allocation was one server's fields.
+        let old = r#"{"schema": "synergy-run-state/1", "job_list": "jobs.toml", "backend": "slurm",
+            "policy": "fifo", "mechanism": "tune", "round_s": 3.0, "started_unix_s": 1796182811.5,
+            "executor_pid": 4242, "jobs": [{"name": "a", "status": "running", "samples_done": 960,
+            "retries": 0, "restarts": 1, "rounds_run": 2, "attained_s": 6.0,
+            "allocation": {"server": 0, "gpus": [1], "cpus": 2.0, "cores": [0, 1], "memory": 281018368},
+            "handle": {"pid": null, "domain": "synergy-run-4242-a", "backend_id": "17"}},
+            {"name": "b", "status": "waiting", "samples_done": 0, "retries": 0, "restarts": 0,
+            "rounds_run": 0, "attained_s": 0.0}]}"#;
+        std::fs::write(&path, old).unwrap();
+        let st = RunState::read(&path).unwrap();
+        let part = AllocPart {
+            server: 0,
+            gpus: vec![1],
+            cpus: Cores(2.0),
+            cores: vec![0, 1],
+            memory: Bytes(281018368),
+        };
+        assert_eq!(
+            st.jobs[0].allocation,
+            Some(Allocation::on_one(part.clone()))
+        );
+        assert_eq!(st.jobs[1].allocation, None);
+        // Written again, it has parts; a spread allocation keeps them all.
+        let mut st = st;
+        st.jobs[1].allocation = Some(Allocation {
+            parts: vec![
+                part.clone(),
+                AllocPart {
+                    server: 1,
+                    gpus: vec![0],
+                    ..part
+                },
+            ],
+        });
+        st.write(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"parts\""), "{text}");
+        assert_eq!(RunState::read(&path).unwrap(), st);
+    }
+}

@@ -143,12 +143,16 @@ fn watch(s: &Setup, child: &mut Child) -> Vec<Seen> {
             else {
                 continue;
             };
-            let planned_cpus = a["cpus"].as_f64().unwrap();
+            // One node: one part.
+            let parts = a["parts"].as_array().unwrap();
+            assert_eq!(parts.len(), 1, "{a}");
+            let p = &parts[0];
+            let planned_cpus = p["cpus"].as_f64().unwrap();
             assert_eq!(planned_cpus.fract(), 0.0, "whole cores on Slurm: {a}");
             let planned = (
                 planned_cpus as u32,
-                a["memory"].as_u64().unwrap() >> 20,
-                a["gpus"].as_array().unwrap().len() as u32,
+                p["memory"].as_u64().unwrap() >> 20,
+                p["gpus"].as_array().unwrap().len() as u32,
             );
             let Some((st, cpus, mem, gpus)) = scontrol_job(id) else {
                 continue;
@@ -204,7 +208,7 @@ fn a_small_queue_completes_on_slurm_with_the_planned_cores_memory_and_gpus() {
             .as_array()
             .unwrap()
             .iter()
-            .filter_map(|j| j["allocation"]["cpus"].as_f64())
+            .filter_map(|j| j["allocation"]["parts"][0]["cpus"].as_f64())
             .collect();
         assert!(cpus.iter().all(|c| c.fract() == 0.0 && *c >= 1.0), "{r}");
         assert!(cpus.iter().sum::<f64>() <= node_cpus, "{r}");

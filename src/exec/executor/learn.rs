@@ -120,7 +120,8 @@ impl Learner {
     ) -> Result<(), ExecError> {
         let j = &list.jobs[i];
         let model = catalog.get(j.model as usize);
-        let memory_gib = a.memory.0 as f64 / GIB;
+        // A job spread over servers is observed as a whole: its cores and memory in all.
+        let (cpus, memory_gib) = (a.cpus().0, a.memory().0 as f64 / GIB);
         let o = Observation {
             schema: observe::SCHEMA.into(),
             job: j.name.clone(),
@@ -131,20 +132,14 @@ impl Learner {
             start_s,
             end_s,
             gpus: j.gpus,
-            cpus: a.cpus.0,
-            cores: a.cores.clone(),
+            cpus,
+            cores: a.parts.iter().flat_map(|p| p.cores.clone()).collect(),
             memory_gib,
             disturbed: w.disturbance.as_ref().is_some_and(|d| d.disturbed),
             throughput: w.throughput,
             disturbance: w.disturbance,
             isolation: w.isolation,
-            predicted_samples_per_s: scheduler_rate(
-                model,
-                j.batch_size,
-                j.gpus,
-                a.cpus.0,
-                memory_gib,
-            ),
+            predicted_samples_per_s: scheduler_rate(model, j.batch_size, j.gpus, cpus, memory_gib),
         };
         self.writer.append(&o)?;
         self.observations.push(o);

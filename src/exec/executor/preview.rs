@@ -1,7 +1,7 @@
 //! What a job list will do before it runs: the simulator's JCT for each job, and the planner's rounds
 //! without launching anything (`synergy run --dry-run`).
 
-use super::{check_servers, fmt_alloc, job_state, policy_and_mechanism};
+use super::{check_servers, fmt_alloc, job_state, policy_and_mechanism, server_names};
 use crate::exec::jobs::JobList;
 use crate::exec::plan::Planner;
 use crate::exec::{Allocation, ExecError, ServerInfo};
@@ -58,6 +58,8 @@ pub struct PlannedJob {
     pub name: String,
     /// What it gets; `None`: it waits (or stays paused).
     pub allocation: Option<Allocation>,
+    /// The names of the servers it runs on, one per part of its allocation (several when it is spread).
+    pub servers: Vec<String>,
 }
 
 impl std::fmt::Display for PlannedRound {
@@ -65,7 +67,7 @@ impl std::fmt::Display for PlannedRound {
         writeln!(f, "round {} at {:.0} s:", self.round, self.start_s)?;
         for j in &self.jobs {
             match &j.allocation {
-                Some(a) => writeln!(f, "  {:<16} {}", j.name, fmt_alloc(a))?,
+                Some(a) => writeln!(f, "  {:<16} {}", j.name, fmt_alloc(a, &j.servers))?,
                 None => writeln!(f, "  {:<16} waits", j.name)?,
             }
         }
@@ -135,6 +137,9 @@ pub fn dry_run(
             prev[i] = plan.allocations[k].clone();
             planned.jobs.push(PlannedJob {
                 name: j.name.clone(),
+                servers: plan.allocations[k]
+                    .as_ref()
+                    .map_or_else(Vec::new, |a| server_names(a, servers)),
                 allocation: plan.allocations[k].clone(),
             });
         }

@@ -471,3 +471,33 @@ fn a_new_run_over_an_earlier_runs_state_is_refused_unless_asked_to_start_over() 
     );
     assert!(report.jobs.iter().all(|j| j.status == JobStatus::Done));
 }
+
+#[test]
+fn a_job_wider_than_a_server_is_spread_over_two_and_started_on_the_gpus_of_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = job_list(dir.path(), &[("wide", "text", 3200, 0.0)]);
+    let text = std::fs::read_to_string(&list.path)
+        .unwrap()
+        .replace("samples =", "gpus = 2\nsamples =");
+    std::fs::write(&list.path, text).unwrap();
+    let list = JobList::read(&list.path).unwrap();
+    let time = FakeTime::default();
+    // Two servers of one GPU and 4 cores each.
+    let mut backend = FakeBackend::new(&time, 1, 4, 64, 1600.0).servers(2);
+    let cfg = config(dir.path(), "fifo", "proportional", 0);
+    let (report, log) = go(
+        &list,
+        &mut backend,
+        &cfg,
+        &Cancel::new(),
+        &mut FakeClock::new(&time, STEP_S),
+    );
+    // GPU 0 of each server, each with its server's 4 cores.
+    assert_eq!(backend.calls("wide"), [start(0, &[0, 0]), Call::Stop]);
+    assert!(
+        log.contains("wide             gpu 0 cores 0,1,2,3 (4.00) mem 64.0 GiB on fake-0 + gpu 0 cores 0,1,2,3 (4.00) mem 64.0 GiB on fake-1 (started)"),
+        "{log}"
+    );
+    assert_eq!(result(&report, "wide").status, JobStatus::Done);
+    assert!(result(&report, "wide").predicted_jct_s.is_some());
+}
