@@ -310,7 +310,9 @@ fn draw_charts(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyh
 /// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.
 fn simulate_job_list(path: &Path, s: &SweepSettings, args: &SimulateArgs) -> anyhow::Result<i32> {
     let list = crate::exec::jobs::JobList::read(path)?;
-    list.check_fits(s.cluster.max_server_gpus(), "the largest server has")?;
+    // A job wider than one server spreads over several, as `run` places it (docs/run.md).
+    let cluster_gpus = u32::try_from(s.cluster.total_gpus()).unwrap_or(u32::MAX);
+    list.check_fits(cluster_gpus, "the cluster has")?;
     let mut predictions = Vec::new();
     for p in &s.policies {
         for m in &s.mechanisms {

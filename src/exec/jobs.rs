@@ -327,7 +327,7 @@ impl JobList {
     }
 
     /// Rejects jobs of more than `max_gpus` GPUs, naming the job; `limit` says where the limit comes from
-    /// (`the largest server has`, `the servers have`).
+    /// (`the cluster has`, `the servers have`).
     pub fn check_fits(&self, max_gpus: u32, limit: &str) -> Result<(), InputError> {
         match self
             .jobs
