@@ -63,6 +63,10 @@ for a, b in zip(p["jobs"], r["jobs"]):
           f"   {f(b['real_jct_s']):>11} {f(b['predicted_jct_s']):>8} {d(b['difference']):>7}")
 print(f"{'mean':<16} {f(p['mean_real_jct_s']):>10} {f(p['mean_predicted_jct_s']):>8} {d(p['mean_difference']):>7}"
       f"   {f(r['mean_real_jct_s']):>11} {f(r['mean_predicted_jct_s']):>8} {d(r['mean_difference']):>7}")
+# The same queue predicted again from the profiles as each run refined them: how far the prediction converged.
+print(f"{'mean, refined':<16} {f(p['mean_real_jct_s']):>10} {f(p.get('mean_predicted_refined_jct_s')):>8} "
+      f"{d(p.get('mean_difference_refined')):>7}   {f(r['mean_real_jct_s']):>11} "
+      f"{f(r.get('mean_predicted_refined_jct_s')):>8} {d(r.get('mean_difference_refined')):>7}")
 for name, rep in (("plain", p), ("refine", r)):
     print(f"\n{name}: throughput at each allocation ({rep['observations']} observations, "
           f"{rep['disturbed_observations']} disturbed)")

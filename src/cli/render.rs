@@ -328,6 +328,19 @@ pub(super) fn render_run(r: &RunReport) -> String {
         secs(r.mean_predicted_jct_s),
         pct(r.mean_difference)
     ));
+    if r.mean_predicted_refined_jct_s.is_some() {
+        out.push_str(&format!(
+            "{:<16} {:<8} {:>4} {:>9} {:>8} {:>10} {:>10} {:>8}  (predicted again from the profiles as this run refined them)\n",
+            "mean, refined",
+            "",
+            "",
+            "",
+            "",
+            secs(r.mean_real_jct_s),
+            secs(r.mean_predicted_refined_jct_s),
+            pct(r.mean_difference_refined)
+        ));
+    }
     out.push_str(&render_fidelity(r));
     out
 }

@@ -72,6 +72,11 @@ pub struct JobResult {
     pub predicted_jct_s: Option<f64>,
     /// (real - predicted) / predicted.
     pub difference: Option<f64>,
+    /// The simulator's JCT for it with the profiles as this run refined them, seconds (docs/run.md,
+    /// "Refinement"): how far the prediction converged.
+    pub predicted_refined_jct_s: Option<f64>,
+    /// (real - predicted from the refined profiles) / that prediction.
+    pub difference_refined: Option<f64>,
     /// Times it crashed and was started again.
     pub retries: u32,
     /// Restarts to change GPUs.
@@ -106,6 +111,10 @@ pub struct RunReport {
     pub mean_predicted_jct_s: Option<f64>,
     /// (mean real - mean predicted) / mean predicted.
     pub mean_difference: Option<f64>,
+    /// Mean predicted JCT over the same jobs with the profiles as this run refined them, seconds.
+    pub mean_predicted_refined_jct_s: Option<f64>,
+    /// (mean real - mean refined prediction) / mean refined prediction.
+    pub mean_difference_refined: Option<f64>,
     /// Rounds planned by this executor.
     pub rounds: u64,
     /// Seconds from the run's start to its end (across resumes).
@@ -122,6 +131,19 @@ pub struct RunReport {
     pub disturbed_observations: usize,
     /// The refined profiles written (with `--refine`).
     pub refined_profiles: Vec<String>,
+}
+
+/// Mean real and mean predicted JCT over the jobs that have both; `None`s when none has.
+fn means(pairs: impl Iterator<Item = (Option<f64>, Option<f64>)>) -> (Option<f64>, Option<f64>) {
+    let both: Vec<(f64, f64)> = pairs.filter_map(|(r, p)| r.zip(p)).collect();
+    if both.is_empty() {
+        return (None, None);
+    }
+    let n = both.len() as f64;
+    (
+        Some(both.iter().map(|b| b.0).sum::<f64>() / n),
+        Some(both.iter().map(|b| b.1).sum::<f64>() / n),
+    )
 }
 
 /// A policy and a mechanism, by name.
@@ -776,10 +798,27 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
         let refined_profiles = self
             .learner
             .finish(self.planner.catalog(), Path::new(&refined_dir));
+        // The same queue predicted again from the refined profiles; a failure here only leaves it out.
+        let refined_pred = self
+            .learner
+            .refined_catalog(list)
+            .and_then(|c| {
+                preview::predict_with(
+                    &c,
+                    list,
+                    &cluster_of(&servers),
+                    cfg.round_s,
+                    &cfg.policy,
+                    &cfg.mechanism,
+                )
+                .ok()
+            })
+            .unwrap_or_else(|| vec![None; list.jobs.len()]);
         let mut results = Vec::new();
         for (i, (j, rec)) in list.jobs.iter().zip(&self.state.jobs).enumerate() {
             let real = rec.finish_s.map(|f| f - j.arrival_s);
             let pred = predicted[i];
+            let pred_refined = refined_pred[i];
             results.push(JobResult {
                 name: j.name.clone(),
                 workload: j.spec.name.clone(),
@@ -790,25 +829,21 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 real_jct_s: real,
                 predicted_jct_s: pred,
                 difference: real.zip(pred).map(|(r, p)| (r - p) / p),
+                predicted_refined_jct_s: pred_refined,
+                difference_refined: real.zip(pred_refined).map(|(r, p)| (r - p) / p),
                 retries: rec.retries,
                 restarts: rec.restarts,
                 error: rec.error.clone(),
                 fidelity: self.learner.fidelity(list, &list.catalog, i),
             });
         }
-        let both: Vec<(f64, f64)> = results
-            .iter()
-            .filter_map(|r| r.real_jct_s.zip(r.predicted_jct_s))
-            .collect();
-        let (mean_real, mean_pred) = if both.is_empty() {
-            (None, None)
-        } else {
-            let n = both.len() as f64;
-            (
-                Some(both.iter().map(|b| b.0).sum::<f64>() / n),
-                Some(both.iter().map(|b| b.1).sum::<f64>() / n),
-            )
-        };
+        let (mean_real, mean_pred) =
+            means(results.iter().map(|r| (r.real_jct_s, r.predicted_jct_s)));
+        let (mean_real_r, mean_pred_r) = means(
+            results
+                .iter()
+                .map(|r| (r.real_jct_s, r.predicted_refined_jct_s)),
+        );
         RunReport {
             job_list: list.path.display().to_string(),
             backend: self.backend.name().to_string(),
@@ -820,6 +855,8 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
             mean_real_jct_s: mean_real,
             mean_predicted_jct_s: mean_pred,
             mean_difference: mean_real.zip(mean_pred).map(|(r, p)| (r - p) / p),
+            mean_predicted_refined_jct_s: mean_pred_r,
+            mean_difference_refined: mean_real_r.zip(mean_pred_r).map(|(r, p)| (r - p) / p),
             rounds: self.rounds,
             makespan_s,
             interrupted,

@@ -476,6 +476,63 @@ fn simulate_predicts_a_job_list_and_tune_beats_proportional_on_the_mixed_queue()
     assert!(tune < prop * 0.98, "tune {tune} s, proportional {prop} s");
 }
 
+/// A job wider than one server is predicted spread over two, as `run` places it, and refused only when
+/// it is wider than the whole cluster.
+#[test]
+fn simulate_spreads_a_job_list_job_wider_than_a_server_and_refuses_one_wider_than_the_cluster() {
+    let _host = common::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("wide.toml");
+    std::fs::write(
+        &list,
+        format!(
+            "profiles = \"{root}/profiles\"\n[[job]]\nname = \"wide\"\nworkload = \"{root}/workloads/text.toml\"\nsamples = 24000\ngpus = 3\n",
+            root = env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    let list = list.display().to_string();
+    let simulate = |servers: &str| {
+        common::run(&[
+            "simulate",
+            "--jobs-list",
+            &list,
+            "--servers",
+            servers,
+            "--server-gpus",
+            "2",
+            "--server-cpus",
+            "2",
+            "--server-mem-gb",
+            "25",
+            "--mechanism",
+            "proportional,tune",
+            "--json",
+        ])
+    };
+    let out = simulate("2");
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{v}");
+    for r in runs {
+        let jct = r["jobs"][0]["predicted_jct_s"].as_f64().unwrap();
+        assert!(jct.is_finite() && jct > 0.0, "{r}");
+    }
+    common::assert_input_error(
+        &[
+            "simulate",
+            "--jobs-list",
+            &list,
+            "--servers",
+            "1",
+            "--server-gpus",
+            "2",
+        ],
+        &["wide.toml", "job[0].gpus", "the cluster has 2"],
+    );
+}
+
 #[test]
 fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_naming_it() {
     if skip_without_cgroups() {
@@ -583,6 +640,18 @@ fn refine_observes_each_round_and_writes_sane_refined_profiles() {
         assert!(["wrong", "right"].contains(&o["job"].as_str().unwrap()));
     }
     assert!(stderr.contains("refine:"), "{stderr}");
+    // The queue is predicted again from the refined profiles, beside the prediction from the given ones.
+    for j in report["jobs"].as_array().unwrap() {
+        let again = j["predicted_refined_jct_s"].as_f64();
+        assert!(again.is_some_and(|t| t.is_finite() && t > 0.0), "{j}");
+        assert!(j["difference_refined"].as_f64().is_some(), "{j}");
+    }
+    assert!(
+        report["mean_predicted_refined_jct_s"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0),
+        "{report}"
+    );
     let written: Vec<String> = report["refined_profiles"]
         .as_array()
         .unwrap()

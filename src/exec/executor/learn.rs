@@ -257,6 +257,25 @@ impl Learner {
         written
     }
 
+    /// The list's catalog with every profile this run refined (after [`Learner::finish`]) in place of the
+    /// one given: what the simulator would have predicted had the profiles known what the run saw. `None`
+    /// when nothing was refined.
+    pub(super) fn refined_catalog(&self, list: &JobList) -> Option<Catalog> {
+        let mut catalog = list.catalog.clone();
+        let mut any = false;
+        for (k, refined) in self.refined.iter().enumerate() {
+            let Some(p) = refined else { continue };
+            let Some(j) = list.jobs.iter().find(|j| j.model as usize == k) else {
+                continue;
+            };
+            if let Ok(m) = JobModel::from_profile(p, &j.profile_path) {
+                catalog.replace(k, m);
+                any = true;
+            }
+        }
+        any.then_some(catalog)
+    }
+
     /// Job `i`'s fidelity table: its observations pooled per allocation, against the profile as given
     /// (`given`, the list's catalog) and as refined.
     pub(super) fn fidelity(&self, list: &JobList, given: &Catalog, i: usize) -> Vec<FidelityPoint> {

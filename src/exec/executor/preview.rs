@@ -5,12 +5,26 @@ use super::{check_servers, fmt_alloc, job_state, policy_and_mechanism, server_na
 use crate::exec::jobs::JobList;
 use crate::exec::plan::Planner;
 use crate::exec::{Allocation, ExecError, ServerInfo};
+use crate::sched::catalog::Catalog;
 use crate::sched::{ClusterConfig, JobState};
 use crate::sim::{self, SimConfig, TraceSource};
 use serde::Serialize;
 
 /// The simulator's JCT for every job of the list (list order) on `cluster`.
 pub fn predict(
+    list: &JobList,
+    cluster: &ClusterConfig,
+    round_s: f64,
+    policy: &str,
+    mechanism: &str,
+) -> Result<Vec<Option<f64>>, ExecError> {
+    predict_with(&list.catalog, list, cluster, round_s, policy, mechanism)
+}
+
+/// [`predict`] with the jobs' models taken from `catalog` (the list's, or the profiles as a run refined
+/// them) instead of the list's own.
+pub(super) fn predict_with(
+    catalog: &Catalog,
     list: &JobList,
     cluster: &ClusterConfig,
     round_s: f64,
@@ -27,7 +41,7 @@ pub fn predict(
         semantics: sim::SimSemantics::SYNERGY,
     };
     let r = sim::run(
-        &list.catalog,
+        catalog,
         &cfg,
         TraceSource::Jobs(list.trace()),
         p.as_ref(),
