@@ -198,19 +198,24 @@ pub fn assert_input_error(args: &[&str], must_mention: &[&str]) {
     assert!(out.stdout.is_empty(), "no partial output expected");
 }
 
+/// Runs `synergy ARGS` (which print JSON), asserting success; returns the parsed output.
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "synergy {args:?} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the command prints JSON")
+}
+
 /// Runs `synergy measure ... --json`, asserting success; returns the parsed result.
 pub fn measure(args: &[&str]) -> serde_json::Value {
     // `--json` goes first: a command to measure may follow `--` at the end.
     let mut all = vec!["measure", "--json"];
     all.extend_from_slice(args);
-    let out = run(&all);
-    assert!(
-        out.status.success(),
-        "synergy {all:?} failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("measure --json prints JSON")
+    run_json(&all)
 }
 
 /// Runs `synergy measure ... --json` until a trial is not disturbed by other work on the host (at most

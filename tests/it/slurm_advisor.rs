@@ -310,23 +310,16 @@ fn the_check_refuses_a_table_that_does_not_fit_the_cluster() {
         a.extend(extra.iter().map(|s| s.to_string()));
         a
     };
-    let made = common::synergy()
-        .args(args(&[
-            &repo("profiles/zoo"),
-            "--sinfo",
-            nodes.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-            "--json",
-        ]))
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    let v = common::run_json(&[
+        "slurm",
+        "advisor",
+        &repo("profiles/zoo"),
+        "--sinfo",
+        nodes.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(v["table"]["sizes"].as_array().unwrap().len(), 10 * 8);
     let table = out_dir.join("synergy-advisor.tsv");
     let script = std::fs::read_to_string(out_dir.join("job_submit.lua")).unwrap();
@@ -484,23 +477,14 @@ fn a_profiled_job_runs_on_the_local_node_with_the_advised_cores_and_memory() {
     // The advisor's files for the live cluster (sinfo): res18 asks more cores per GPU than this node's
     // share, so the advisor raises it, here to the whole node.
     let out_dir = tempfile::tempdir().unwrap();
-    let made = common::synergy()
-        .args([
-            "slurm",
-            "advisor",
-            &repo("profiles/zoo/res18.json"),
-            "--json",
-            "--out",
-        ])
-        .arg(out_dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
+    let v = common::run_json(&[
+        "slurm",
+        "advisor",
+        &repo("profiles/zoo/res18.json"),
+        "--json",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+    ]);
     let part = &v["table"]["partitions"][0];
     let shape = &part["shapes"][0];
     let share = shape["cpus"].as_u64().unwrap() / shape["gpus"].as_u64().unwrap();
