@@ -66,12 +66,13 @@ fn a_run_read_back_with_sacct_imports_as_the_executor_recorded_it() {
     let s = RunSetup::new();
     let image = s.spec("img", "image", 900);
     // Tune gives the lone first job two cores; when `second` arrives both get one, so `first` is
-    // cancelled and submitted again (twice: back to two cores when `second` is done). `wide` needs both
-    // GPUs and waits until they are free.
+    // cancelled and submitted again (twice: back to two cores when `second` is done). `second` arrives
+    // before the second round and `first` is long enough (at most 900 samples/s) to still run then, on a
+    // fast host too. `wide` needs both GPUs and waits until they are free.
     let mut list = String::new();
     for (name, gpus, samples, arrival) in [
-        ("first", 1, 3000, 0.0),
-        ("second", 1, 900, 3.0),
+        ("first", 1, 6000, 0.0),
+        ("second", 1, 900, 1.0),
         ("wide", 2, 1200, 4.0),
     ] {
         list.push_str(&format!(
