@@ -167,7 +167,13 @@ fn discovers_the_node_with_its_cores_memory_and_gpus() {
     let nodes = slurm.nodes().unwrap();
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     let n = &nodes[0];
-    let host_cores = std::thread::available_parallelism().unwrap().get() as u32;
+    // Cores, as Slurm counts them: not `available_parallelism`, which takes an enclosing CFS quota off
+    // (a whole test run held to half the host by `scripts/ci-stress.sh --half-speed`).
+    let host_cores = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("processor"))
+        .count() as u32;
     assert_eq!(n.cpus, host_cores, "every core of this host: {n:?}");
     assert_eq!(
         n.gpus, 2,

@@ -63,6 +63,24 @@ impl std::fmt::Debug for CgroupDomain {
     }
 }
 
+/// The fewest cores the CFS quotas of the cgroups above `dir` allow (quota over period); `None` when
+/// none of them has a quota.
+fn enclosing_cores(dir: &Path) -> Option<f64> {
+    let mut least: Option<f64> = None;
+    for d in dir.ancestors().skip(1) {
+        let read =
+            |f: &str| -> Option<f64> { fs::read_to_string(d.join(f)).ok()?.trim().parse().ok() };
+        let (Some(quota), Some(period)) = (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us"))
+        else {
+            break;
+        };
+        if quota > 0.0 && period > 0.0 {
+            least = Some(least.map_or(quota / period, |l: f64| l.min(quota / period)));
+        }
+    }
+    least
+}
+
 impl CgroupDomain {
     /// Every directory of this cgroup (one per v1 hierarchy, one on v2); empty ones after `destroy`
     /// are gone from the filesystem.
@@ -118,7 +136,19 @@ impl CgroupDomain {
             let cpu = self.cg.controller_of::<CpuController>().ok_or_else(|| {
                 IsolateError::Budget("a fractional CPU budget needs the cpu controller".into())
             })?;
-            let q = quota.map(|q| q as i64).unwrap_or(-1);
+            let q = match (
+                quota,
+                self.dir_of::<CpuController>().and_then(enclosing_cores),
+            ) {
+                // v1 refuses a quota above an enclosing cgroup's (EINVAL); the domain could not get
+                // more than that anyway, and a trial that wanted more is marked disturbed by the
+                // enclosing cgroup's throttling (docs/profile-format.md, "Disturbed trials").
+                (Some(q), Some(cores)) => {
+                    q.min((cores * CFS_PERIOD_US as f64).floor() as u64) as i64
+                }
+                (Some(q), None) => q as i64,
+                (None, _) => -1,
+            };
             cpu.set_cfs_quota_and_period(Some(q), Some(CFS_PERIOD_US))
                 .map_err(|e| cg_err(format!("setting the CFS quota to {q} µs"), e))?;
         }
@@ -413,5 +443,37 @@ impl Drop for CgroupDomain {
     fn drop(&mut self) {
         // Nowhere to report from drop; an explicit destroy() reports the same failure.
         let _ = self.destroy();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::enclosing_cores;
+    use std::fs;
+
+    #[test]
+    fn the_tightest_quota_above_a_domain_bounds_it() {
+        let root = tempfile::tempdir().unwrap();
+        let set = |dir: &std::path::Path, quota: i64, period: u64| {
+            fs::create_dir_all(dir).unwrap();
+            fs::write(dir.join("cpu.cfs_quota_us"), format!("{quota}\n")).unwrap();
+            fs::write(dir.join("cpu.cfs_period_us"), format!("{period}\n")).unwrap();
+        };
+        // hierarchy root (no quota) / half-speed (1 core) / synergy (1.5 cores, 50 ms) / domain
+        let top = root.path().join("cpu");
+        let half = top.join("half-speed");
+        let ours = half.join("synergy");
+        let domain = ours.join("trial");
+        set(&top, -1, 100_000);
+        set(&half, 100_000, 100_000);
+        set(&ours, 75_000, 50_000);
+        set(&domain, -1, 100_000);
+        assert_eq!(enclosing_cores(&domain), Some(1.0));
+        set(&half, 50_000, 100_000);
+        assert_eq!(enclosing_cores(&domain), Some(0.5));
+        // Nothing above has a quota: the domain's own is free.
+        set(&half, -1, 100_000);
+        set(&ours, -1, 50_000);
+        assert_eq!(enclosing_cores(&domain), None);
     }
 }
