@@ -368,4 +368,7 @@ while :; do
 done
 say "node $host is $state after $(elapsed) s"
 sinfo -N -o '%N %T %c %m %G'
-[ "$nodes" -eq 1 ] || exec "$nodes_script" start "$nodes" --gpus "$gpus"
+if [ "$nodes" -gt 1 ]; then
+  rm -rf "$new_conf" # exec skips the EXIT trap
+  exec "$nodes_script" start "$nodes" --gpus "$gpus"
+fi
