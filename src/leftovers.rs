@@ -3,7 +3,8 @@
 //!
 //! A process killed with `kill -9` runs no clean-up: its cgroups (`synergy-<pid>-<n>` for a trial,
 //! `synergy-run-<pid>-<job>` for an executor's job, `synergy-supervisor-<pid>` for a v2 supervisor's leaf)
-//! stay, and so does a probe's temporary directory (`synergy-probe-<pid>-*`). Every such name carries its
+//! stay, and so do a probe's temporary directory (`synergy-probe-<pid>-*`) and a workload's own `TMPDIR`
+//! (`synergy-tmp-<pid>-*`). Every such name carries its
 //! maker's pid, so a later command can tell a dead maker's from a live one's: [`reap`] removes only those
 //! whose pid no longer runs, killing any task still inside (a workload frozen when its maker died), and
 //! reports each. A live process's cgroups and directories are never touched, even when empty.
@@ -11,6 +12,7 @@
 use crate::fsutil::process_alive;
 use crate::isolate::cgroup::{child_cgroup_names, CgroupBackend};
 use crate::isolate::Domain as _;
+use crate::workload::launch::WORKLOAD_TMP_PREFIX;
 use crate::workload::probe::PROBE_DIR_PREFIX;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +77,7 @@ fn dead(pid: i32) -> bool {
     pid != std::process::id() as i32 && !process_alive(pid)
 }
 
-/// Removes every cgroup and probe directory of a dead synergy process that this process can see (the
+/// Removes every cgroup, probe directory and workload `TMPDIR` of a dead synergy process that this process can see (the
 /// cgroups directly under its own, the system's temporary directory), and returns what it found. Without
 /// cgroups (no root, no controllers) only directories are looked for.
 pub fn reap() -> Vec<Leftover> {
@@ -125,7 +127,10 @@ fn reap_temp_dirs(tmp: &Path) -> Vec<Leftover> {
     let mut found = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(owner_pid) = owner_pid(&name, PROBE_DIR_PREFIX, &[""]) else {
+        let Some(owner_pid) = [PROBE_DIR_PREFIX, WORKLOAD_TMP_PREFIX]
+            .iter()
+            .find_map(|prefix| owner_pid(&name, prefix, &[""]))
+        else {
             continue;
         };
         // A symlink named like ours is not ours to follow.
@@ -189,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_processs_probe_directory_goes_and_a_live_ones_stays() {
+    fn a_dead_processs_temporary_directories_go_and_a_live_ones_stay() {
         let tmp = tempfile::tempdir().unwrap();
         let gone = dead_pid();
         let dead_dir = tmp.path().join(format!("{PROBE_DIR_PREFIX}{gone}-abc"));
@@ -202,18 +207,21 @@ mod tests {
         let parent = std::os::unix::process::parent_id();
         let parents_dir = tmp.path().join(format!("{PROBE_DIR_PREFIX}{parent}-ghi"));
         std::fs::create_dir(&parents_dir).unwrap();
+        let dead_tmp = tmp.path().join(format!("{WORKLOAD_TMP_PREFIX}{gone}-jkl"));
+        std::fs::create_dir_all(dead_tmp.join("pymp-x1")).unwrap();
 
-        let found = reap_temp_dirs(tmp.path());
-        assert_eq!(
-            found,
-            vec![Leftover {
-                kind: LeftoverKind::TempDir,
-                name: dead_dir.display().to_string(),
-                owner_pid: gone,
-                error: None,
-            }]
-        );
-        assert!(!dead_dir.exists());
+        let mut found = reap_temp_dirs(tmp.path());
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        let left = |dir: &Path| Leftover {
+            kind: LeftoverKind::TempDir,
+            name: dir.display().to_string(),
+            owner_pid: gone,
+            error: None,
+        };
+        let mut expected = vec![left(&dead_dir), left(&dead_tmp)];
+        expected.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(found, expected);
+        assert!(!dead_dir.exists() && !dead_tmp.exists());
         assert!(live_dir.exists() && parents_dir.exists());
         assert!(found[0]
             .to_string()

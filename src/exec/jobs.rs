@@ -6,7 +6,7 @@ use crate::error::InputError;
 use crate::profile::Profile;
 use crate::sched::catalog::{Catalog, JobModel};
 use crate::sim::trace::TraceJob;
-use crate::units::Bytes;
+use crate::units::{Bytes, GIB};
 use crate::workload::WorkloadSpec;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -299,6 +299,9 @@ impl JobList {
                 arrival_s: e.arrival_s,
             });
         }
+        for (k, m) in models.iter_mut().enumerate() {
+            floor_memory(&jobs, k, m);
+        }
         // The catalog sorts nothing here: model indices stay those assigned above.
         let catalog = Catalog::new(models)?;
         Ok(JobList {
@@ -306,6 +309,11 @@ impl JobList {
             jobs,
             catalog,
         })
+    }
+
+    /// Raises `model` (the list's model `k`, or a refinement of it) to the memory its jobs need.
+    pub fn floor_memory(&self, k: usize, model: &mut JobModel) {
+        floor_memory(&self.jobs, k, model);
     }
 
     /// The list as a simulator trace: ids are positions in the list, work in iterations.
@@ -378,6 +386,19 @@ impl JobList {
     }
 }
 
+/// A job never gets less memory than its footprint (the least it runs in), whatever its profile's demand
+/// says: a profile of another workload (or one measured with fewer loader threads) may ask less, and
+/// the job would be killed by the kernel's OOM killer every time it started. The planner asks each job's
+/// best case per GPU, so `model`'s (model `k` of `jobs`) rises to its jobs' largest footprint per GPU.
+fn floor_memory(jobs: &[Job], k: usize, model: &mut JobModel) {
+    let floor_gib = jobs
+        .iter()
+        .filter(|j| j.model as usize == k)
+        .map(|j| j.footprint_bytes as f64 / GIB / j.gpus.max(1) as f64)
+        .fold(0.0, f64::max);
+    model.best_memory_gib_per_gpu = model.best_memory_gib_per_gpu.max(floor_gib);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +431,32 @@ arrival_s = 5
         assert_eq!(l.catalog.models.len(), 2);
         let t = l.trace();
         assert_eq!((t[1].id, t[1].arrival_s, t[1].iters), (1, 5.0, 10));
+    }
+
+    #[test]
+    fn a_job_is_never_planned_below_its_footprint_whatever_its_profile_asks() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let spec = std::fs::read_to_string(root.join("workloads/image.toml"))
+            .unwrap()
+            .replace("gpus = 1\n", "gpus = 1\nfootprint = \"160MiB\"\n");
+        std::fs::write(d.path().join("image.toml"), spec).unwrap();
+        let text = format!(
+            "[[job]]\nname = \"a\"\nworkload = \"image.toml\"\nprofile = \"{}\"\nsamples = 5\n",
+            root.join("profiles/text.json").display()
+        );
+        let l = JobList::parse(&text, "jobs.toml", d.path(), &d.path().join("jobs.toml")).unwrap();
+        // The text profile asks 13.5 MiB; the image spec says it cannot run in less than 160 MiB.
+        let m = l.catalog.get(0);
+        assert!(
+            (m.best_memory_gib_per_gpu - 160.0 / 1024.0).abs() < 1e-9,
+            "{m:?}"
+        );
+        // A refinement of the model keeps the floor.
+        let mut again = m.clone();
+        again.best_memory_gib_per_gpu = 0.01;
+        l.floor_memory(0, &mut again);
+        assert_eq!(again.best_memory_gib_per_gpu, m.best_memory_gib_per_gpu);
     }
 
     /// docs/run.md: a spec path is relative to the list, else a built-in name. The tests run in the

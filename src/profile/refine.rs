@@ -8,8 +8,10 @@
 //!   is the curve's point at c; between and beyond observed core counts the measured points move by the
 //!   ratio observed / profiled at the nearest observed ones (a host that is slower, or faster, than the
 //!   one that made the profile), and the CPU-seconds a sample costs move inversely with it. G rises to
-//!   an observed rate above it. Where no observation ran with memory to spare, the memory-limited ones
-//!   give the ratio (the miss cost taken as profiled);
+//!   an observed rate above it. Where the profile found the job accelerator-bound but the run saw it
+//!   well below G using all its cores (the profile is another workload's), the curve above that core
+//!   count scales with cores from the observation instead. Where no observation ran with memory to
+//!   spare, the memory-limited ones give the ratio (the miss cost taken as profiled);
 //! - **the miss cost**: where both kinds were observed, the CPU-seconds a miss costs are searched
 //!   (golden section) so that the model meets the memory-limited observations, once the curve is moved;
 //! - every column is kept non-decreasing in cores ([`matrix::make_monotone_in_cores`]).
@@ -32,6 +34,11 @@ use serde::{Deserialize, Serialize};
 const SAME_CORES: f64 = 0.01;
 /// Memory-limited allocations whose memory differs by less than this fraction are one.
 const SAME_MEMORY: f64 = 0.05;
+/// A rate at or above this fraction of G is accelerator-bound; an observed one below it, of a job that
+/// used its cores ([`USED_ITS_CORES`]), was CPU-bound.
+const NEAR_G: f64 = 0.95;
+/// A job that used at least this fraction of its granted cores was short of CPU.
+const USED_ITS_CORES: f64 = 0.85;
 /// Golden-section steps of the miss-cost search (the interval shrinks to 0.618^60 of its width).
 const SEARCH_STEPS: usize = 60;
 
@@ -134,8 +141,45 @@ struct Pool {
     measured_s: f64,
     steps: u64,
     wall_s: f64,
+    /// Sum over observations with CPU readings of (cores used / cores granted) x measured seconds.
+    busy_s: f64,
+    /// The measured seconds of those observations.
+    busy_weight_s: f64,
     n: usize,
     first: Option<Observation>,
+}
+
+/// What one observation (or an earlier observed trial) saw at one allocation.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    cpus: f64,
+    memory_gib: f64,
+    rate: f64,
+    ci95: f64,
+    measured_s: f64,
+    steps: u64,
+    wall_s: f64,
+    /// Cores used over cores granted, where the run read its domain's CPU time.
+    busy: Option<f64>,
+}
+
+impl Seen {
+    fn of(o: &Observation) -> Seen {
+        Seen {
+            cpus: o.cpus,
+            memory_gib: o.memory_gib,
+            rate: o.throughput.samples_per_s,
+            ci95: o.throughput.ci95_half_width,
+            measured_s: o.throughput.measured_s,
+            steps: o.throughput.measured_steps,
+            wall_s: o.end_s - o.start_s,
+            busy: o
+                .disturbance
+                .as_ref()
+                .filter(|d| d.granted_cores > 0.0)
+                .map(|d| d.got_cores / d.granted_cores),
+        }
+    }
 }
 
 fn limited(model: &FittedModel, cpus: f64, memory_gib: f64) -> bool {
@@ -150,17 +194,26 @@ impl Pool {
             && (!limited || (self.memory_gib - memory_gib).abs() < SAME_MEMORY * memory_gib)
     }
 
-    /// Adds `rate ± ci95` measured over `measured_s`: the pool is total samples over total time.
-    fn add(&mut self, rate: f64, ci95: f64, measured_s: f64, steps: u64, wall_s: f64) {
-        let t = self.measured_s + measured_s;
+    /// Adds what `seen` measured: the pool is total samples over total time.
+    fn add(&mut self, seen: &Seen) {
+        let t = self.measured_s + seen.measured_s;
         let w_old = self.measured_s / t;
-        let w_new = measured_s / t;
-        self.rate = w_old * self.rate + w_new * rate;
-        self.ci95 = ((w_old * self.ci95).powi(2) + (w_new * ci95).powi(2)).sqrt();
+        let w_new = seen.measured_s / t;
+        self.rate = w_old * self.rate + w_new * seen.rate;
+        self.ci95 = ((w_old * self.ci95).powi(2) + (w_new * seen.ci95).powi(2)).sqrt();
         self.measured_s = t;
-        self.steps += steps;
-        self.wall_s += wall_s;
+        self.steps += seen.steps;
+        self.wall_s += seen.wall_s;
+        if let Some(b) = seen.busy {
+            self.busy_s += b * seen.measured_s;
+            self.busy_weight_s += seen.measured_s;
+        }
         self.n += 1;
+    }
+
+    /// Whether the job used (nearly) all the cores it was granted here; `None` without CPU readings.
+    fn used_its_cores(&self) -> Option<bool> {
+        (self.busy_weight_s > 0.0).then(|| self.busy_s / self.busy_weight_s >= USED_ITS_CORES)
     }
 
     /// The pool as an `observed` trial of the profile.
@@ -217,41 +270,36 @@ impl Pool {
     }
 }
 
-/// Pools `rate` at an allocation into `pools`.
-#[allow(clippy::too_many_arguments)]
-fn pool_into(
-    pools: &mut Vec<Pool>,
-    model: &FittedModel,
-    cpus: f64,
-    memory_gib: f64,
-    rate: f64,
-    ci95: f64,
-    measured_s: f64,
-    steps: u64,
-    wall_s: f64,
-    first: Option<&Observation>,
-) {
+/// Pools what `seen` measured into `pools`.
+fn pool_into(pools: &mut Vec<Pool>, model: &FittedModel, seen: &Seen, first: Option<&Observation>) {
+    let (cpus, memory_gib) = (seen.cpus, seen.memory_gib);
     let lim = limited(model, cpus, memory_gib);
     match pools.iter_mut().find(|p| p.same(cpus, memory_gib, lim)) {
         Some(p) => {
-            p.add(rate, ci95, measured_s, steps, wall_s);
+            p.add(seen);
             // A pool with memory to spare stands for every memory above the cache's need: the largest.
             if !lim {
                 p.memory_gib = p.memory_gib.max(memory_gib);
             }
         }
-        None => pools.push(Pool {
-            cpus,
-            memory_gib,
-            limited: lim,
-            rate,
-            ci95,
-            measured_s,
-            steps,
-            wall_s,
-            n: 1,
-            first: first.cloned(),
-        }),
+        None => {
+            let mut p = Pool {
+                cpus,
+                memory_gib,
+                limited: lim,
+                rate: 0.0,
+                ci95: 0.0,
+                measured_s: 0.0,
+                steps: 0,
+                wall_s: 0.0,
+                busy_s: 0.0,
+                busy_weight_s: 0.0,
+                n: 0,
+                first: first.cloned(),
+            };
+            p.add(seen);
+            pools.push(p);
+        }
     }
 }
 
@@ -319,18 +367,7 @@ pub fn refine(
     // Pools: earlier observed trials first, replaced where a new observation lands on the same allocation.
     let mut pools: Vec<Pool> = Vec::new();
     for o in &usable {
-        pool_into(
-            &mut pools,
-            old_model,
-            o.cpus,
-            o.memory_gib,
-            o.throughput.samples_per_s,
-            o.throughput.ci95_half_width,
-            o.throughput.measured_s,
-            o.throughput.measured_steps,
-            o.end_s - o.start_s,
-            Some(o),
-        );
+        pool_into(&mut pools, old_model, &Seen::of(o), Some(o));
     }
     let mut kept: Vec<ProfileTrial> = Vec::new();
     let mut earlier: Vec<Pool> = Vec::new();
@@ -348,18 +385,17 @@ pub fn refine(
             continue;
         }
         let e = &t.result.throughput;
-        pool_into(
-            &mut earlier,
-            old_model,
-            c,
-            m,
-            e.samples_per_s,
-            e.ci95_half_width,
-            e.measured_s,
-            e.measured_steps,
-            t.result.duration_s,
-            None,
-        );
+        let seen = Seen {
+            cpus: c,
+            memory_gib: m,
+            rate: e.samples_per_s,
+            ci95: e.ci95_half_width,
+            measured_s: e.measured_s,
+            steps: e.measured_steps,
+            wall_s: t.result.duration_s,
+            busy: None,
+        };
+        pool_into(&mut earlier, old_model, &seen, None);
         if let Some(p) = earlier.last_mut() {
             p.n = t.attempts as usize;
             p.first = None;
@@ -400,14 +436,53 @@ pub fn refine(
         );
     }
     // The curve: measured points moved by the nearest observed ratios, observed points as they are.
+    // Where the profile found the job accelerator-bound (its point at G) above a core count at which the
+    // run saw it CPU-bound (well below G, every granted core used), the profile says nothing of what the CPU
+    // alone would do there, and the scaled point would keep the observed rate flat to every core count:
+    // a job given a wrong, CPU-light profile would never be offered more cores. There the curve scales
+    // with cores from that observation instead (the model's P = c / CPU-seconds per sample).
+    let g_old = old_model.stall.accelerator_samples_per_s;
+    // Nothing runs faster than its accelerator, memory-limited or not.
+    let best_seen = all.iter().map(|p| p.rate).fold(0.0, f64::max);
+    let g_new = g_old.max(best_seen);
+    let mut scaled_from: Vec<(f64, f64, f64)> = Vec::new();
     let mut points: Vec<CpuPoint> = old_model
         .stall
         .cpu
         .points()
         .iter()
-        .map(|p| CpuPoint {
-            cpus: p.cpus,
-            samples_per_s: p.samples_per_s * interp(&ratios, p.cpus),
+        .map(|p| {
+            let moved = p.samples_per_s * interp(&ratios, p.cpus);
+            let below = all
+                .iter()
+                .filter(|o| o.cpus < p.cpus - SAME_CORES)
+                .max_by(|a, b| a.cpus.total_cmp(&b.cpus).then(b.limited.cmp(&a.limited)));
+            let samples_per_s = match below {
+                // A job at G on a slower host is also below the profile's G, but leaves cores idle
+                // (the accelerator's rate is a wait, not work): only one that used its cores was
+                // short of them. A memory-limited pool counts too: its misses cost CPU as well, so
+                // the curve from it is, if anything, low.
+                Some(o)
+                    if p.samples_per_s >= NEAR_G * g_old
+                        && old_model
+                            .predict(o.cpus, o.memory_gib * GIB, None)
+                            .samples_per_s
+                            >= NEAR_G * g_old
+                        && o.rate < NEAR_G * g_new
+                        && o.used_its_cores() == Some(true) =>
+                {
+                    let linear = o.rate * p.cpus / o.cpus;
+                    if linear > moved {
+                        scaled_from.push((p.cpus, o.cpus, o.rate));
+                    }
+                    moved.max(linear)
+                }
+                _ => moved,
+            };
+            CpuPoint {
+                cpus: p.cpus,
+                samples_per_s,
+            }
         })
         .collect();
     points.extend(unlimited.iter().map(|p| CpuPoint {
@@ -415,7 +490,6 @@ pub fn refine(
         samples_per_s: p.rate,
     }));
     model.stall.cpu = CpuCurve::new(points);
-    let best_seen = unlimited.iter().map(|p| p.rate).fold(0.0, f64::max);
     if best_seen > model.stall.accelerator_samples_per_s {
         because.push(format!(
             "G rose from {:.1} to {best_seen:.1} samples/s: a run observed more",
@@ -427,11 +501,29 @@ pub fn refine(
         mc.cpu_s_per_sample = mc
             .cpu_s_per_sample
             .iter()
-            .map(|p| CostPoint {
-                cpus: p.cpus,
-                cpu_s_per_sample: p.cpu_s_per_sample / interp(&ratios, p.cpus).max(1e-9),
+            .map(|p| {
+                let scaled = scaled_from
+                    .iter()
+                    .find(|s| (s.0 - p.cpus).abs() < SAME_CORES);
+                CostPoint {
+                    cpus: p.cpus,
+                    cpu_s_per_sample: match scaled {
+                        // What a sample cost where the run saw the job CPU-bound.
+                        Some(&(_, c, rate)) => c / rate.max(1e-9),
+                        None => p.cpu_s_per_sample / interp(&ratios, p.cpus).max(1e-9),
+                    },
+                }
             })
             .collect();
+    }
+    let mut extrapolated_from: Vec<(f64, f64)> =
+        scaled_from.iter().map(|&(_, c, rate)| (c, rate)).collect();
+    extrapolated_from.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
+    // The first reason is the one a run's log shows: this one changes the job's allocation most.
+    for (c, rate) in extrapolated_from.into_iter().rev() {
+        because.insert(0, format!(
+            "at {c} cores the run observed {rate:.1} samples/s, well below G ({g_new:.1}), where the profile found the job accelerator-bound: above {c} cores the curve now scales with cores from there"
+        ));
     }
     for &(c, r) in &ratios {
         because.push(format!(
@@ -692,6 +784,82 @@ mod tests {
         let (again, _) = refine(&back, "r.json", &obs, &["log".into()], false).unwrap();
         let t = |p: &Profile| p.matrix.proportional.samples_per_s.unwrap();
         assert!((t(&again) / t(&r) - 1.0).abs() < 1e-6);
+    }
+
+    /// `o` with CPU readings: it used `got` of its cores.
+    fn used(mut o: Observation, got: f64) -> Observation {
+        o.disturbance = Some(crate::measure::contention::Disturbance {
+            disturbed: false,
+            reason: None,
+            granted_cores: o.cpus,
+            got_cores: got * o.cpus,
+            other_cores: 0.0,
+            steal_cores: 0.0,
+            waited_cores: None,
+            throttled_periods: None,
+            enclosing_throttled_periods: None,
+            host_pressure: None,
+            core_ops_per_cpu_s: None,
+            core_best_ops_per_cpu_s: None,
+            window_s: 10.0,
+        });
+        o
+    }
+
+    #[test]
+    fn a_job_short_of_cores_where_its_profile_said_accelerator_bound_is_offered_more() {
+        // The text profile is flat: at G from a quarter of a core. An image job given it runs far below
+        // G at a quarter of a core, using all of it.
+        let p = Profile::read(std::path::Path::new("profiles/text.json")).unwrap();
+        let g = p.model.as_ref().unwrap().stall.accelerator_samples_per_s;
+        let slow = 0.2 * g;
+        let at = |r: &Profile, c: f64| {
+            r.model
+                .as_ref()
+                .unwrap()
+                .predict(c, 8.0 * GIB, None)
+                .samples_per_s
+        };
+        let short = [used(observation("text", 0.25, 8.0, slow), 0.98)];
+        let (r, summary) = refine(&p, "text.json", &short, &["log".into()], false).unwrap();
+        assert!((at(&r, 0.25) / slow - 1.0).abs() < 0.01);
+        // More cores help, as c / CPU-seconds per sample, up to G.
+        assert!(
+            (at(&r, 0.5) / (2.0 * slow) - 1.0).abs() < 0.02,
+            "{}",
+            at(&r, 0.5)
+        );
+        assert!((at(&r, 2.0) / g - 1.0).abs() < 0.01, "{}", at(&r, 2.0));
+        assert!(r.demand.per_gpu.cpus > 1.0, "{:?}", r.demand);
+        assert!(summary
+            .because
+            .iter()
+            .any(|b| b.contains("scales with cores")));
+        monotone(&r);
+        // The same rate from a job that left its cores idle is a slower accelerator: flat, as profiled.
+        let idle = [used(observation("text", 0.25, 8.0, slow), 0.3)];
+        let (r, _) = refine(&p, "text.json", &idle, &["log".into()], false).unwrap();
+        assert!((at(&r, 2.0) / slow - 1.0).abs() < 0.01, "{}", at(&r, 2.0));
+        assert!(r.demand.per_gpu.cpus <= 0.25 + 1e-9, "{:?}", r.demand);
+        // So is one without readings.
+        let unknown = [observation("text", 0.25, 8.0, slow)];
+        let (r, _) = refine(&p, "text.json", &unknown, &["log".into()], false).unwrap();
+        assert!((at(&r, 2.0) / slow - 1.0).abs() < 0.01);
+        // Where the profile itself was short of cores there (image at 1 core), a slower host moves the
+        // measured curve by the ratio, whatever the readings say.
+        let img = image();
+        let before = img.model.as_ref().unwrap().stall.cpu.at(2.0);
+        let o = used(
+            observation(
+                "image",
+                1.0,
+                10.0,
+                0.7 * img.model.as_ref().unwrap().stall.cpu.at(1.0),
+            ),
+            1.0,
+        );
+        let (r, _) = refine(&img, "image.json", &[o], &["log".into()], false).unwrap();
+        assert!((r.model.as_ref().unwrap().stall.cpu.at(2.0) / before - 0.7).abs() < 0.02);
     }
 
     #[test]

@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 /// The descriptor number the progress pipe has in the workload.
 pub const PROGRESS_FD: i32 = 3;
 
+/// The prefix of a workload's own temporary directory, followed by its maker's pid
+/// (docs/architecture.md §3.1; [`crate::leftovers`] removes a dead maker's).
+pub const WORKLOAD_TMP_PREFIX: &str = "synergy-tmp-";
+
 /// What to launch, and with which budget.
 #[derive(Debug, Clone)]
 pub struct LaunchConfig<'a> {
@@ -58,6 +62,10 @@ pub struct Running {
     stderr_file: Option<File>,
     /// The probe's files, removed when the workload is dropped.
     _probe: Option<ProbeDir>,
+    /// The workload's own `TMPDIR`, removed when it is dropped (after its processes are stopped): what
+    /// it leaves there (multiprocessing's `pymp-*` directories of PyTorch loader workers killed with it)
+    /// goes with it.
+    _tmp: Option<tempfile::TempDir>,
     started: Instant,
     status: Option<std::process::ExitStatus>,
 }
@@ -210,6 +218,17 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         }
         None => None,
     };
+    // A workload whose spec names its own TMPDIR keeps it.
+    let tmp = if envs.iter().any(|(k, _)| k == "TMPDIR") {
+        None
+    } else {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{WORKLOAD_TMP_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(|e| WorkloadError::io("creating the workload's temporary directory", e))?;
+        envs.push(("TMPDIR".into(), dir.path().display().to_string()));
+        Some(dir)
+    };
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).envs(envs).stdin(Stdio::null());
     // Do not leak the parent's own contract variables into a workload that does not use them.
@@ -303,6 +322,7 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         progress,
         stderr_file,
         _probe: probe,
+        _tmp: tmp,
         started: Instant::now(),
         status: None,
     })

@@ -18,7 +18,7 @@ fn pipe_progress_and_the_launch_environment_reach_the_workload() {
     let d = tempfile::tempdir().unwrap();
     let body = r#"
 name = "shell"
-command = ["sh", "-c", "env | grep ^SYNERGY_ > {spec_dir}/env.txt; while :; do echo '{\"samples\": 10, \"epoch\": 0}' >&$SYNERGY_PROGRESS_FD; sleep 0.02; done"]
+command = ["sh", "-c", "env | grep -E '^(SYNERGY_|TMPDIR=)' > {spec_dir}/env.txt; test -d $TMPDIR && touch $TMPDIR/left; while :; do echo '{\"samples\": 10, \"epoch\": 0}' >&$SYNERGY_PROGRESS_FD; sleep 0.02; done"]
 batch_size = 10
 footprint = "1MiB"
 "#;
@@ -47,6 +47,20 @@ footprint = "1MiB"
         assert!(env.contains(want), "`{want}` missing from:\n{env}");
     }
     assert!(!env.contains("SYNERGY_SYNTHETIC"), "{env}");
+    // Its own TMPDIR, which existed while it ran (it wrote there) and went with it.
+    let tmp = env
+        .lines()
+        .find_map(|l| l.strip_prefix("TMPDIR="))
+        .unwrap_or_else(|| panic!("no TMPDIR in:\n{env}"));
+    assert!(
+        Path::new(tmp)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("synergy-tmp-"),
+        "{tmp}"
+    );
+    assert!(!Path::new(tmp).exists(), "{tmp} was left");
 }
 
 #[test]

@@ -24,13 +24,19 @@ fn cgroups_named(prefix: &str) -> Vec<PathBuf> {
     found
 }
 
-/// The probe directories of `pid` in `tmp`.
+/// The probe directories and workloads' own TMPDIRs of `pid` in `tmp`.
 fn probe_dirs(tmp: &Path, pid: u32) -> Vec<PathBuf> {
-    let prefix = format!("synergy-probe-{pid}-");
+    let prefixes = [
+        format!("synergy-probe-{pid}-"),
+        format!("synergy-tmp-{pid}-"),
+    ];
     std::fs::read_dir(tmp)
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            prefixes.iter().any(|p| name.starts_with(p))
+        })
         .map(|e| e.path())
         .collect()
 }
@@ -111,7 +117,8 @@ fn after_kill_9_of_measure_profile_and_run_the_next_command_leaves_nothing_of_th
         !cgroups_of(measure_pid).is_empty() && !processes_with(&marker).is_empty()
     });
     assert!(!cgroups_of(measure).is_empty(), "measure left no cgroup");
-    assert_eq!(probe_dirs(&tmp, measure).len(), 1);
+    // The probe's directory and the workload's own TMPDIR.
+    assert_eq!(probe_dirs(&tmp, measure).len(), 2);
     // A live process's empty cgroup and probe directory look the same, and must stay.
     let live = std::process::id();
     let live_probe = tmp.join(format!("synergy-probe-{live}-keep"));

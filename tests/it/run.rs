@@ -603,6 +603,81 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     assert_eq!(held_by_run(), 0);
 }
 
+/// An image job given the text profile, which says a quarter of a core feeds its accelerator: the planner
+/// gives it that quarter, and with `--refine` the first observation (far below the profile's rate, every
+/// granted core used) makes the refined curve scale with cores, so a later round gives it more. Skips,
+/// saying so, when the observations at a quarter of a core were disturbed (a busy host).
+#[test]
+fn refine_gives_more_cores_to_a_job_its_profile_starved() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    let s = Setup::new();
+    let spec = s.spec("image", "image", 900);
+    let jobs = s.jobs(&[
+        ("starved", &spec, "text", 3200, 0.0),
+        ("right", &spec, "image", 6400, 0.0),
+    ]);
+    let child = s.start(
+        &jobs,
+        &["--gpus", "2", "--cpus", "2", "--round", "2", "--refine"],
+    );
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    let log = s.path().join("jobs.state.observations.jsonl");
+    let mine: Vec<serde_json::Value> = read(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|o| o["job"] == "starved")
+        .collect();
+    let first = mine
+        .first()
+        .unwrap_or_else(|| panic!("no observation of the job:\n{stderr}"));
+    // As given, the profile asks a quarter of a core.
+    assert!(first["cpus"].as_f64().unwrap() <= 0.26, "{first}");
+    let quarter: Vec<&serde_json::Value> = mine
+        .iter()
+        .take_while(|o| o["cpus"].as_f64().unwrap() <= 0.26)
+        .collect();
+    if quarter.iter().all(|o| o["disturbed"] == true) {
+        eprintln!("skipped: every observation at a quarter of a core was disturbed by other work on the host");
+        return;
+    }
+    let later = mine
+        .iter()
+        .map(|o| o["cpus"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        later >= 0.5,
+        "never offered more than {later} cores:\n{stderr}"
+    );
+    assert!(stderr.contains("scales with cores"), "{stderr}");
+    assert_eq!(job(&report, "starved")["status"], "done");
+    // The refined text profile now says more cores help, with memory to spare.
+    let refined: String = report["refined_profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .find(|p| p.ends_with("text.json"))
+        .unwrap_or_else(|| panic!("no refined text profile: {report}"))
+        .to_string();
+    let at = |cpus: &str| {
+        let out = common::synergy()
+            .arg("predict")
+            .arg(&refined)
+            .args(["--cpus", cpus, "--mem", "4", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["samples_per_s"].as_f64().unwrap()
+    };
+    assert!(at("1") > 2.0 * at("0.25"), "{} vs {}", at("1"), at("0.25"));
+}
+
 /// `--refine` on a short real queue: an image job given the audio profile beside one given its own. The
 /// observation log is written beside the state file and every line reads back; the refined profiles
 /// exist, are profile files every command reads, and keep every matrix column non-decreasing in cores;

@@ -194,9 +194,10 @@ impl Learner {
                 }
             };
             let path = catalog.get(k).path.clone();
-            let Ok(model) = JobModel::from_profile(&refined, &path) else {
+            let Ok(mut model) = JobModel::from_profile(&refined, &path) else {
                 continue;
             };
+            list.floor_memory(k, &mut model);
             let old = catalog.get(k).clone();
             for o in fresh
                 .iter()
