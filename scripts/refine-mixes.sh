@@ -63,9 +63,16 @@ TOML
 run() {
   local label="$1" jobs="$2" state="$3"
   shift 3
+  local flags=(${run_flags[@]+"${run_flags[@]}"})
+  # The held-out run does not refine, and `--include-disturbed` is refused without `--refine`.
+  if [[ " $* " != *" --refine "* ]]; then
+    local kept=()
+    for f in ${flags[@]+"${flags[@]}"}; do [ "$f" = --include-disturbed ] || kept+=("$f"); done
+    flags=(${kept[@]+"${kept[@]}"})
+  fi
   echo "== $label == (load before: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   "$bin" run "$jobs" --gpus 2 --round "$round" --mechanism tune --state "$state" --json "$@" \
-    ${run_flags[@]+"${run_flags[@]}"} > "$state.report.json" 2> "$state.log"
+    ${flags[@]+"${flags[@]}"} > "$state.report.json" 2> "$state.log"
   echo "== $label done == (load after: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 }
 
