@@ -603,6 +603,59 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     assert_eq!(held_by_run(), 0);
 }
 
+/// What a real queue of the image workload, run with `--refine` on 2 GPUs and 2 cores in rounds of 2 s,
+/// leaves: its setup, the executor's pid, its report, its stderr and its observation log's lines.
+struct Refined {
+    s: Setup,
+    pid: u32,
+    report: serde_json::Value,
+    stderr: String,
+    observations: Vec<serde_json::Value>,
+}
+
+/// Runs `jobs` (name, profile, samples; all arriving at once) with `--refine` and `extra`.
+fn refine_queue(jobs: &[(&str, &str, u64)], extra: &[&str]) -> Refined {
+    let s = Setup::new();
+    let spec = s.spec("image", "image", 900);
+    let list: Vec<(&str, &Path, &str, u64, f64)> = jobs
+        .iter()
+        .map(|&(name, profile, samples)| (name, spec.as_path(), profile, samples, 0.0))
+        .collect();
+    let jobs = s.jobs(&list);
+    let mut args = vec!["--gpus", "2", "--cpus", "2", "--round", "2", "--refine"];
+    args.extend_from_slice(extra);
+    let child = s.start(&jobs, &args);
+    let pid = child.id();
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    let log = s.path().join("jobs.state.observations.jsonl");
+    let observations = read(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Refined {
+        s,
+        pid,
+        report,
+        stderr,
+        observations,
+    }
+}
+
+/// `synergy predict PROFILE --cpus CPUS --mem MEM_GIB --json`: samples per second.
+fn predicted(profile: &str, cpus: &str, mem_gib: &str) -> f64 {
+    let out = common::synergy()
+        .args([
+            "predict", profile, "--cpus", cpus, "--mem", mem_gib, "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{profile}: {out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["samples_per_s"].as_f64().unwrap()
+}
+
 /// An image job given the text profile, which says a quarter of a core feeds its accelerator: the planner
 /// gives it that quarter, and with `--refine` the first observation (far below the profile's rate, every
 /// granted core used) makes the refined curve scale with cores, so a later round gives it more. Skips,
@@ -613,23 +666,16 @@ fn refine_gives_more_cores_to_a_job_its_profile_starved() {
         return;
     }
     let _g = serial();
-    let s = Setup::new();
-    let spec = s.spec("image", "image", 900);
-    let jobs = s.jobs(&[
-        ("starved", &spec, "text", 3200, 0.0),
-        ("right", &spec, "image", 6400, 0.0),
-    ]);
-    let child = s.start(
-        &jobs,
-        &["--gpus", "2", "--cpus", "2", "--round", "2", "--refine"],
-    );
-    let (report, stderr, code) = finish(child);
-    assert_eq!(code, Some(0), "{stderr}");
-    let log = s.path().join("jobs.state.observations.jsonl");
-    let mine: Vec<serde_json::Value> = read(&log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    // `_dir` holds the run's directory, where the refined profiles are, to the end.
+    let Refined {
+        s: _dir,
+        report,
+        stderr,
+        observations,
+        ..
+    } = refine_queue(&[("starved", "text", 3200), ("right", "image", 6400)], &[]);
+    let mine: Vec<&serde_json::Value> = observations
+        .iter()
         .filter(|o| o["job"] == "starved")
         .collect();
     let first = mine
@@ -637,7 +683,7 @@ fn refine_gives_more_cores_to_a_job_its_profile_starved() {
         .unwrap_or_else(|| panic!("no observation of the job:\n{stderr}"));
     // As given, the profile asks a quarter of a core.
     assert!(first["cpus"].as_f64().unwrap() <= 0.26, "{first}");
-    let quarter: Vec<&serde_json::Value> = mine
+    let quarter: Vec<&&serde_json::Value> = mine
         .iter()
         .take_while(|o| o["cpus"].as_f64().unwrap() <= 0.26)
         .collect();
@@ -664,17 +710,7 @@ fn refine_gives_more_cores_to_a_job_its_profile_starved() {
         .find(|p| p.ends_with("text.json"))
         .unwrap_or_else(|| panic!("no refined text profile: {report}"))
         .to_string();
-    let at = |cpus: &str| {
-        let out = common::synergy()
-            .arg("predict")
-            .arg(&refined)
-            .args(["--cpus", cpus, "--mem", "4", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["samples_per_s"].as_f64().unwrap()
-    };
+    let at = |cpus: &str| predicted(&refined, cpus, "4");
     assert!(at("1") > 2.0 * at("0.25"), "{} vs {}", at("1"), at("0.25"));
 }
 
@@ -689,35 +725,18 @@ fn refine_observes_each_round_and_writes_sane_refined_profiles() {
         return;
     }
     let _g = serial();
-    let s = Setup::new();
-    let spec = s.spec("image", "image", 900);
-    let jobs = s.jobs(&[
-        ("wrong", &spec, "audio", 2400, 0.0),
-        ("right", &spec, "image", 2400, 0.0),
-    ]);
-    let child = s.start(
-        &jobs,
-        &[
-            "--gpus",
-            "2",
-            "--cpus",
-            "2",
-            "--round",
-            "2",
-            "--refine",
-            "--include-disturbed",
-        ],
+    let Refined {
+        s,
+        pid,
+        report,
+        stderr,
+        observations: lines,
+    } = refine_queue(
+        &[("wrong", "audio", 2400), ("right", "image", 2400)],
+        &["--include-disturbed"],
     );
-    let pid = child.id();
-    let (report, stderr, code) = finish(child);
-    assert_eq!(code, Some(0), "{stderr}");
     let log = s.path().join("jobs.state.observations.jsonl");
     assert_eq!(report["observation_log"], log.display().to_string());
-    let lines: Vec<serde_json::Value> = read(&log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert!(
         !lines.is_empty(),
         "no observation in {}:\n{stderr}",
@@ -752,11 +771,7 @@ fn refine_observes_each_round_and_writes_sane_refined_profiles() {
         .collect();
     assert!(!written.is_empty(), "{report}");
     for p in &written {
-        let out = common::synergy()
-            .args(["predict", p, "--cpus", "1", "--mem", "1", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{p}: {out:?}");
+        assert!(predicted(p, "1", "1") > 0.0, "{p}");
         let v: serde_json::Value = serde_json::from_str(&read(Path::new(p)).unwrap()).unwrap();
         assert_eq!(v["schema"], "synergy-profile/1.3");
         assert!(v["refinement"]["points"]
