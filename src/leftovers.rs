@@ -4,10 +4,10 @@
 //! A process killed with `kill -9` runs no clean-up: its cgroups (`synergy-<pid>-<n>` for a trial,
 //! `synergy-run-<pid>-<job>` for an executor's job, `synergy-supervisor-<pid>` for a v2 supervisor's leaf)
 //! stay, and so do a probe's temporary directory (`synergy-probe-<pid>-*`) and a workload's own `TMPDIR`
-//! (`synergy-tmp-<pid>-*`). Every such name carries its
-//! maker's pid, so a later command can tell a dead maker's from a live one's: [`reap`] removes only those
-//! whose pid no longer runs, killing any task still inside (a workload frozen when its maker died), and
-//! reports each. A live process's cgroups and directories are never touched, even when empty.
+//! (`synergy-tmp-<pid>-*`). Every such name carries its maker's pid, so a later command can tell a dead
+//! maker's from a live one's: [`reap`] removes only those whose pid no longer runs, killing any task still
+//! inside (a workload frozen when its maker died), and reports each. A live process's cgroups and
+//! directories are never touched, even when empty.
 
 use crate::fsutil::process_alive;
 use crate::isolate::cgroup::{child_cgroup_names, CgroupBackend};
@@ -77,9 +77,9 @@ fn dead(pid: i32) -> bool {
     pid != std::process::id() as i32 && !process_alive(pid)
 }
 
-/// Removes every cgroup, probe directory and workload `TMPDIR` of a dead synergy process that this process can see (the
-/// cgroups directly under its own, the system's temporary directory), and returns what it found. Without
-/// cgroups (no root, no controllers) only directories are looked for.
+/// Removes every cgroup, probe directory and workload `TMPDIR` of a dead synergy process that this
+/// process can see (the cgroups directly under its own, the system's temporary directory), and returns
+/// what it found. Without cgroups (no root, no controllers) only directories are looked for.
 pub fn reap() -> Vec<Leftover> {
     let mut found = reap_cgroups();
     found.extend(reap_temp_dirs(&std::env::temp_dir()));
