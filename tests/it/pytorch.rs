@@ -456,6 +456,27 @@ fn an_unmodified_script_is_profiled_completely() {
         .collect();
     assert_eq!(mem.len(), 5, "{mem:?}");
     assert!(mem.windows(2).all(|w| w[0] < w[1]), "{mem:?}");
+    // Held-out points under real memory limits, checked against the model.
+    assert_eq!(p["validation"].as_array().unwrap().len(), 2, "{printed}");
+    assert!(!trials(&p, "fetch").is_empty());
+    // What follows compares throughputs: on a host whose other work kept the trials from their cores
+    // (the profile lists those that stayed disturbed after their re-runs) the numbers are not this
+    // allocation's, so say so and stop.
+    let stayed: Vec<&str> = p["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("stayed disturbed"))
+        .collect();
+    if !stayed.is_empty() {
+        eprintln!(
+            "skipped the throughput checks: {} trial(s) stayed disturbed by other work on the host: {}",
+            stayed.len(),
+            stayed.join("; ")
+        );
+        return;
+    }
     // G from the probe's replay: loading drops out, so it is at least the 2-core cached throughput.
     let synth = trials(&p, "synthetic");
     assert_eq!(synth.len(), 1);
@@ -474,9 +495,6 @@ fn an_unmodified_script_is_profiled_completely() {
         .unwrap();
     assert!(g >= at2, "G {g} below the cached 2-core {at2}:\n{printed}");
     assert_eq!(p["model"]["accelerator"]["separated"], true, "{printed}");
-    // Held-out points under real memory limits, checked against the model.
-    assert_eq!(p["validation"].as_array().unwrap().len(), 2, "{printed}");
-    assert!(!trials(&p, "fetch").is_empty());
 }
 
 #[test]
