@@ -37,7 +37,8 @@ die() { echo "slurm-advisor-ctld: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (slurmctld runs as SlurmUser=root)"
 dir="$(realpath -m "$dir")"
 pidfile="$dir/slurmctld.pid"
-alive() { [ -s "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# A pid file can outlive its controller, and its pid can belong to another process by now.
+alive() { [ -s "$pidfile" ] && [ "$(cat "/proc/$(cat "$pidfile")/comm" 2>/dev/null)" = slurmctld ]; }
 
 case "$cmd" in
   stop)

@@ -50,10 +50,19 @@ export SLURM_CONF="$conf_dir/slurm.conf"
 say() { echo "slurm-nodes: $*"; }
 die() { echo "slurm-nodes: $*" >&2; exit 1; }
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-stop_pid() { # stop_pid NAME PIDFILE
+# alive PIDFILE NAME [NETNS]: the pid in PIDFILE is a running process called NAME (in network namespace
+# NETNS). A pid file can outlive its daemon (a machine restored from a snapshot keeps /run), and a bare
+# `kill -0` took whatever process had its pid by then for the node's slurmd: that node was never started.
+alive() {
   local pid
-  alive "$2" || { rm -f "$2"; return 0; }
+  [ -s "$1" ] || return 1
+  pid="$(cat "$1")"
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
+  [ -z "${3:-}" ] || [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$3" 2>/dev/null)" ]
+}
+stop_pid() { # stop_pid NAME PIDFILE COMM
+  local pid
+  alive "$2" "$3" || { rm -f "$2"; return 0; }
   pid="$(cat "$2")"
   kill -TERM "$pid"
   for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -80,9 +89,9 @@ remove_cgroups() {
 case "$cmd" in
   stop)
     for n in $(known_nodes); do
-      stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid"
+      stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd
     done
-    stop_pid slurmctld "$run_dir/slurmctld.pid"
+    stop_pid slurmctld "$run_dir/slurmctld.pid" slurmctld
     for n in $(known_nodes); do
       ip netns del "$n" 2>/dev/null && say "removed network namespace $n"
       ip link del "veth-${n#synergy-}" 2>/dev/null || true
@@ -92,11 +101,11 @@ case "$cmd" in
     exit 0
     ;;
   status)
-    alive "$run_dir/slurmctld.pid" && say "slurmctld running (pid $(cat "$run_dir/slurmctld.pid"))" || say "slurmctld not running"
+    alive "$run_dir/slurmctld.pid" slurmctld && say "slurmctld running (pid $(cat "$run_dir/slurmctld.pid"))" || say "slurmctld not running"
     for n in $(known_nodes); do
-      alive "$run_dir/slurmd-$n.pid" && say "slurmd of $n running (pid $(cat "$run_dir/slurmd-$n.pid"))" || say "slurmd of $n not running"
+      alive "$run_dir/slurmd-$n.pid" slurmd "$n" && say "slurmd of $n running (pid $(cat "$run_dir/slurmd-$n.pid"))" || say "slurmd of $n not running"
     done
-    alive "$run_dir/slurmctld.pid" && sinfo -N -o '%N %T %C %m %G' 2>&1 || true
+    alive "$run_dir/slurmctld.pid" slurmctld && sinfo -N -o '%N %T %C %m %G' 2>&1 || true
     exit 0
     ;;
   start) ;;
@@ -114,7 +123,7 @@ if ! command -v ip >/dev/null; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iproute2 >/dev/null; }
 fi
 command -v nsenter >/dev/null && command -v unshare >/dev/null || die "needs nsenter and unshare (util-linux)"
-alive "$munge_pid" || die "munged is not running: run scripts/slurm-setup.sh first (it starts munge)"
+alive "$munge_pid" munged || die "munged is not running: run scripts/slurm-setup.sh first (it starts munge)"
 for i in $(seq 0 $((gpus - 1))); do [ -c "/dev/tty$i" ] || die "/dev/tty$i does not exist (backs emulated GPU $i)"; done
 
 # Each node: a block of whole cores and a share of memory.
@@ -183,8 +192,8 @@ done
 if [ "$changed" = yes ]; then
   say "wrote $conf_dir: $nodes nodes of $per_node cores, $node_mem_mb MB, $gpus emulated GPUs each"
   # Daemons of another shape would keep theirs; nodes no longer configured must go.
-  for n in $(known_nodes); do stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid"; done
-  stop_pid slurmctld "$run_dir/slurmctld.pid"
+  for n in $(known_nodes); do stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd; done
+  stop_pid slurmctld "$run_dir/slurmctld.pid" slurmctld
   for n in $(known_nodes); do
     k="${n#synergy-n}"
     if [ "$k" -gt "$nodes" ]; then ip netns del "$n" 2>/dev/null || true; ip link del "veth-${n#synergy-}" 2>/dev/null || true; remove_cgroups "$n"; fi
@@ -213,7 +222,7 @@ for k in $(seq 1 "$nodes"); do
   fi
 done
 
-if ! alive "$run_dir/slurmctld.pid"; then
+if ! alive "$run_dir/slurmctld.pid" slurmctld; then
   slurmctld -f "$SLURM_CONF" || die "slurmctld did not start: see $log_dir/slurmctld.log"
   for _ in $(seq 50); do [ -s "$run_dir/slurmctld.pid" ] && break; sleep 0.1; done
   say "started slurmctld (pid $(cat "$run_dir/slurmctld.pid" 2>/dev/null || echo '?'))"
@@ -222,7 +231,7 @@ for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
 scontrol ping | grep -q UP || die "slurmctld does not answer 'scontrol ping': see $log_dir/slurmctld.log"
 for k in $(seq 1 "$nodes"); do
   n="$(node_name "$k")"
-  alive "$run_dir/slurmd-$n.pid" && continue
+  alive "$run_dir/slurmd-$n.pid" slurmd "$n" && continue
   install -d "$state_dir/slurmd-$n"
   # nsenter joins only the network namespace (`ip netns exec` would remount /sys); unshare gives the node
   # its own host name, which is how slurmd finds its NodeName.

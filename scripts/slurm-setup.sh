@@ -69,13 +69,24 @@ say() { echo "slurm-setup: $*"; }
 die() { echo "slurm-setup: $*" >&2; exit 1; }
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# alive PIDFILE: the pid in PIDFILE names a running process.
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# alive PIDFILE NAME...: the pid in PIDFILE is a running process called one of NAME. A pid file can outlive
+# its daemon (a machine restored from a snapshot keeps /run) and its pid can belong to anything by now: a
+# bare `kill -0` took such a process for the daemon, which was then never started (or, on stop, killed it).
+alive() {
+  local pidfile="$1" pid comm name
+  shift
+  [ -s "$pidfile" ] || return 1
+  pid="$(cat "$pidfile")"
+  comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
+  for name in "$@"; do [ "$comm" = "$name" ] && return 0; done
+  return 1
+}
 
-# stop_daemon NAME PIDFILE: SIGTERM the daemon whose pid is in PIDFILE, wait up to 10 s for it to exit.
+# stop_daemon NAME PIDFILE [OTHER_NAME...]: SIGTERM the daemon whose pid is in PIDFILE, wait up to 10 s for it
+# to exit.
 stop_daemon() {
   local name="$1" pidfile="$2" pid i
-  if ! alive "$pidfile"; then rm -f "$pidfile"; return 0; fi
+  if ! alive "$pidfile" "$name" "${@:3}"; then rm -f "$pidfile"; return 0; fi
   pid="$(cat "$pidfile")"
   kill -TERM "$pid"
   for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -91,21 +102,21 @@ if [ "$cmd" = stop ]; then
   stop_daemon slurmd "$slurmd_pid"
   stop_daemon slurmctld "$ctld_pid"
   stop_daemon slurmdbd "$dbd_pid"
-  stop_daemon mariadbd "$db_pid"
+  stop_daemon mariadbd "$db_pid" mysqld
   stop_daemon munged "$munge_pid"
   exit 0
 fi
 
 if [ "$cmd" = status ]; then
-  for d in "munged $munge_pid" "mariadbd $db_pid" "slurmdbd $dbd_pid" "slurmctld $ctld_pid" "slurmd $slurmd_pid"; do
+  for d in "munged $munge_pid" "mariadbd $db_pid mysqld" "slurmdbd $dbd_pid" "slurmctld $ctld_pid" "slurmd $slurmd_pid"; do
     set -- $d
-    if alive "$2"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
+    if alive "$2" "$1" "${@:3}"; then say "$1 running (pid $(cat "$2"))"; else say "$1 not running"; fi
   done
   if [ ! -e "$conf_dir/job_submit.lua" ]; then say "job_submit.lua missing (slurmctld will not start)"
   elif cmp -s "$passthrough" "$conf_dir/job_submit.lua"; then say "job_submit.lua: the pass-through"
   else say "job_submit.lua: not the pass-through (the advisor's or an administrator's)"; fi
   command -v sinfo >/dev/null && sinfo -N -o '%N %T %c %m %G' 2>&1 || true
-  command -v sacctmgr >/dev/null && alive "$dbd_pid" && sacctmgr -n -P list cluster format=Cluster,ControlHost,ControlPort 2>&1 |
+  command -v sacctmgr >/dev/null && alive "$dbd_pid" slurmdbd && sacctmgr -n -P list cluster format=Cluster,ControlHost,ControlPort 2>&1 |
     sed 's/^/slurm-setup: accounting cluster /' || true
   [ -e /etc/slurm-nodes/slurm.conf ] && "$nodes_script" status
   exit 0
@@ -280,7 +291,7 @@ if [ "$dbd_changed" = yes ]; then
 fi
 
 # 4. Daemons (the packages do not start them here: no systemd).
-if ! alive "$munge_pid"; then
+if ! alive "$munge_pid" munged; then
   runuser -u munge -- /usr/sbin/munged --pid-file="$munge_pid" || die "munged did not start (see /var/log/munge/munged.log)"
   say "started munged (pid $(cat "$munge_pid"))"
 fi
@@ -288,7 +299,7 @@ munge -n | unmunge >/dev/null || die "munge does not round-trip a credential (se
 
 # MariaDB, on 127.0.0.1 and its socket only. mariadbd stays in the foreground: it runs in its own session,
 # detached, and writes its own pid file.
-if ! alive "$db_pid"; then
+if ! alive "$db_pid" mariadbd mysqld; then
   install -d -o mysql -g mysql -m 0755 /run/mysqld /var/log/mysql
   if [ ! -d /var/lib/mysql/mysql ]; then
     say "creating the MariaDB data directory"
@@ -305,7 +316,7 @@ if ! alive "$db_pid"; then
   for _ in $(seq 50); do [ -s "$db_pid" ] && break; sleep 0.1; done
   say "started mariadbd (pid $(cat "$db_pid" 2>/dev/null || echo '?'))"
 fi
-if ! alive "$dbd_pid"; then
+if ! alive "$dbd_pid" slurmdbd; then
   # The database and its user, with the password slurmdbd.conf holds (root logs in by the socket).
   mariadb --socket="$db_sock" -u root <<EOF || die "could not create database $db_name and user slurm: see $db_log"
 CREATE DATABASE IF NOT EXISTS $db_name;
@@ -332,14 +343,14 @@ if ! registered; then
   # A slurmctld already running registers at start: restart it so it reports to the new cluster.
   stop_daemon slurmctld "$ctld_pid"
 fi
-if ! alive "$ctld_pid"; then
+if ! alive "$ctld_pid" slurmctld; then
   slurmctld || die "slurmctld did not start: see $log_dir/slurmctld.log"
   for _ in $(seq 50); do [ -s "$ctld_pid" ] && break; sleep 0.1; done
   say "started slurmctld (pid $(cat "$ctld_pid" 2>/dev/null || echo '?'))"
 fi
 for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
 scontrol ping | grep -q UP || die "slurmctld does not answer 'scontrol ping': see $log_dir/slurmctld.log"
-if ! alive "$slurmd_pid"; then
+if ! alive "$slurmd_pid" slurmd; then
   slurmd || die "slurmd did not start: see $log_dir/slurmd.log"
   for _ in $(seq 50); do [ -s "$slurmd_pid" ] && break; sleep 0.1; done
   say "started slurmd (pid $(cat "$slurmd_pid" 2>/dev/null || echo '?'))"
