@@ -1,5 +1,6 @@
 //! `synergy profile` end to end on a small text workload: the file round-trips through `predict`, an
-//! interrupted profile resumes without re-measuring, and bad profile files are refused by field.
+//! interrupted profile resumes without re-measuring, a profile on a host kept busy says so without
+//! re-running every trial, and bad profile files are refused by field.
 
 use crate::common;
 
@@ -137,6 +138,70 @@ fn an_interrupted_profile_resumes_without_remeasuring() {
     for s in &saved {
         assert!(trials.contains(s), "a journaled trial was measured again");
     }
+}
+
+/// With a busy loop on each of the host's cores for the whole profile, a CPU-bound workload's trials are
+/// disturbed. The first waits for the cores to go quiet, in vain; from then on the profile knows the host
+/// is busy and runs no trial again (each would only be disturbed again), and lists each in its warnings.
+#[test]
+fn a_profile_on_a_host_that_stays_busy_runs_no_trial_again_and_says_so() {
+    if common::skip_without_cgroups() {
+        return;
+    }
+    let _g = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    // A fast accelerator: the text pipeline is CPU-bound at every core count, so other work shows.
+    let spec = small_text_spec(d.path());
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("\"0.005x\"", "\"100x\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = d.path().join("busy.json");
+    let out_s = out.display().to_string();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let o = {
+        let _hogs: Vec<common::Hog> = (0..cores).map(common::Hog::on).collect();
+        std::thread::sleep(Duration::from_millis(500));
+        run(&[
+            "profile",
+            &spec,
+            "--out",
+            &out_s,
+            "--cpus",
+            "1",
+            "--mem",
+            "0.2",
+            "--validate",
+            "0",
+            "--json",
+        ])
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let trials = p["trials"].as_array().unwrap();
+    let warnings: Vec<&str> = p["warnings"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|w| w.as_str()).collect())
+        .unwrap_or_default();
+    let disturbed = trials
+        .iter()
+        .filter(|t| t["disturbance"]["disturbed"] == true)
+        .count();
+    assert!(
+        disturbed >= 1,
+        "a CPU-bound trial beside a busy loop on its core is disturbed: {warnings:?}"
+    );
+    for t in trials {
+        assert_eq!(
+            t["attempts"], 1,
+            "run again on a host that stayed busy: {t}"
+        );
+    }
+    let not_again = warnings
+        .iter()
+        .filter(|w| w.contains("stayed disturbed") && w.contains("was not run again"))
+        .count();
+    assert_eq!(not_again, disturbed, "{warnings:#?}");
 }
 
 #[test]

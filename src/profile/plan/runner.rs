@@ -1,6 +1,8 @@
 //! Running the plan's trials: each through the journal (a resumed plan reuses what it finds), a slow
 //! workload given longer once, and a trial that other work on the host disturbed run again once the host
 //! quietens, bounded, with what stays disturbed kept for the profile's warnings (docs/architecture.md §4).
+//! A host that does not quieten is not waited on trial after trial: a run under the same load would only be
+//! disturbed again.
 
 use super::journal::{key_of, Journal};
 use super::ProfileRunError;
@@ -20,6 +22,9 @@ const SLOW_TRIAL_MAX_S: f64 = 120.0;
 const MAX_ATTEMPTS: u32 = 3;
 /// Longest wait for the host to quieten before a disturbed trial runs again.
 const QUIET_WAIT: Duration = Duration::from_secs(30);
+/// The wait once the host has not quietened in [`QUIET_WAIT`] during this profile: long-running work
+/// (a build, another tenant's job) is there, and a short look says whether it has gone.
+const BUSY_HOST_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs trials through the journal, runs disturbed ones again, and keeps the progress bar moving.
 pub(super) struct Runner<'a> {
@@ -30,6 +35,8 @@ pub(super) struct Runner<'a> {
     /// Trials that stayed disturbed, and what else the profile should warn of.
     pub(super) warnings: Vec<String>,
     pub(super) speed: Speed,
+    /// The host did not quieten within a wait during this profile.
+    pub(super) busy_host: bool,
 }
 
 /// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
@@ -128,7 +135,20 @@ impl Runner<'_> {
             ));
             // A slow spell of the host's CPU passes in seconds more often than not.
             std::thread::sleep(Duration::from_secs(3));
-            wait_for_quiet(&r.allocation.cpu_list, self.cancel);
+            let wait = if self.busy_host {
+                BUSY_HOST_WAIT
+            } else {
+                QUIET_WAIT
+            };
+            if !wait_for_quiet(&r.allocation.cpu_list, wait, self.cancel) {
+                self.busy_host = true;
+                self.warnings.push(format!(
+                    "the {what} stayed disturbed after {attempts} run{}: other work kept its cores busy for {} s, so it was not run again: {reason}",
+                    if attempts == 1 { "" } else { "s" },
+                    wait.as_secs()
+                ));
+                break r;
+            }
         };
         let t = ProfileTrial {
             role,
@@ -162,17 +182,22 @@ fn role_name(role: TrialRole) -> &'static str {
 }
 
 /// Waits until other work leaves `cores` nearly idle for a second (no trial runs meanwhile, so anything
-/// busy there is someone else's), or [`QUIET_WAIT`] has passed.
-fn wait_for_quiet(cores: &[usize], cancel: &Cancel) {
-    let deadline = Instant::now() + QUIET_WAIT;
+/// busy there is someone else's), or `wait` has passed; says whether they went quiet (or the profile is
+/// being cancelled, which the next trial's start answers at once).
+fn wait_for_quiet(cores: &[usize], wait: Duration, cancel: &Cancel) -> bool {
+    let deadline = Instant::now() + wait;
     let mut before = HostReading::read(cores, &[]);
-    while Instant::now() < deadline && cancel.signal().is_none() {
+    while Instant::now() < deadline {
+        if cancel.signal().is_some() {
+            return true;
+        }
         std::thread::sleep(Duration::from_secs(1));
         let now = HostReading::read(cores, &[]);
         let busy = now.busy_s + now.steal_s - before.busy_s - before.steal_s;
         if busy < 0.1 * cores.len().max(1) as f64 {
-            return;
+            return true;
         }
         before = now;
     }
+    false
 }
