@@ -559,16 +559,19 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
 
     /// Job `i` crashed: started again with the same allocation, or failed once out of retries.
     fn crashed(&mut self, i: usize, x: &JobExit) -> Result<(), ExecError> {
-        let tail = if x.stderr_tail.is_empty() {
-            String::new()
+        let (status, mut tail) = if x.oom_killed {
+            self.oom_advice(i, &x.status)
         } else {
-            format!("; its stderr ends with:\n{}", x.stderr_tail)
+            (x.status.clone(), String::new())
         };
+        if !x.stderr_tail.is_empty() {
+            tail.push_str(&format!("; its stderr ends with:\n{}", x.stderr_tail));
+        }
         let rec = &mut self.state.jobs[i];
         if rec.retries >= self.cfg.max_retries {
             let msg = format!(
                 "job `{}` failed ({}) after {} retries{tail}",
-                rec.name, x.status, rec.retries
+                rec.name, status, rec.retries
             );
             (self.log)(&msg);
             rec.error = Some(msg);
@@ -581,12 +584,31 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
             rec.retries += 1;
             (self.log)(&format!(
                 "job `{}` crashed ({}); retry {} of {}{tail}",
-                rec.name, x.status, rec.retries, self.cfg.max_retries
+                rec.name, status, rec.retries, self.cfg.max_retries
             ));
             self.backend.restart(&self.launches.of(self.list, i))?;
             rec.handle = self.backend.handle(&rec.name);
         }
         Ok(())
+    }
+
+    /// Job `i`, killed by the kernel's OOM killer with exit `status`, ran in less memory than it needs,
+    /// which its profile's demand (and footprint) did not say: the status with that, and what to do.
+    fn oom_advice(&self, i: usize, status: &str) -> (String, String) {
+        let j = &self.list.jobs[i];
+        let held = self.state.jobs[i]
+            .allocation
+            .as_ref()
+            .map(|a| format!(", at {} of memory", a.memory()))
+            .unwrap_or_default();
+        (
+            format!("{status}: the kernel's OOM killer{held}"),
+            format!(
+                "; it needs more memory than its profile {} asks: declare `footprint` in {} (the least it runs in, which the planner never goes below; docs/workload-spec.md) or give it a profile of its own workload",
+                j.profile_path.display(),
+                j.spec.origin
+            ),
+        )
     }
 
     /// Job `i` did its work: its JCT counts from `now`, and nothing of it is left.

@@ -284,6 +284,7 @@ impl FakeBackend {
                     success: false,
                     status: "exit status 3".into(),
                     stderr_tail: format!("boom at {c}"),
+                    oom_killed: false,
                 });
                 if let Some(left) = self.crashes.get_mut(job) {
                     left.remove(0);
@@ -296,6 +297,7 @@ impl FakeBackend {
                         success: true,
                         status: "exit status 0".into(),
                         stderr_tail: String::new(),
+                        oom_killed: false,
                     });
                 }
             }

@@ -68,6 +68,8 @@ struct LocalJob {
     alloc: AllocPart,
     exit: Option<JobExit>,
     window: Option<ObserveWindow>,
+    /// Its domain's OOM kills when it was last launched: a rise at its exit means the OOM killer.
+    oom_kills_at_launch: u64,
 }
 
 /// One server, jobs in cgroups under this process's own.
@@ -209,6 +211,7 @@ fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
     lj.samples = 0;
     lj.steps = 0;
     lj.exit = None;
+    lj.oom_kills_at_launch = lj.domain.stats().oom_kills.unwrap_or(0);
     let gpus: Vec<String> = lj.alloc.gpus.iter().map(|g| g.to_string()).collect();
     let extra_env = vec![
         (
@@ -365,6 +368,7 @@ impl Backend for LocalBackend {
             alloc: alloc.clone(),
             exit: None,
             window: None,
+            oom_kills_at_launch: 0,
         };
         // On failure the domain is dropped, which removes it.
         launch_into(job, &mut lj)?;
@@ -430,10 +434,12 @@ impl Backend for LocalBackend {
                     .as_mut()
                     .map(|r| r.stderr_tail(STDERR_TAIL))
                     .unwrap_or_default();
+                let oom_kills = lj.domain.stats().oom_kills.unwrap_or(0);
                 lj.exit = Some(JobExit {
                     success: status.success(),
                     status: exit_text(&status),
                     stderr_tail: tail,
+                    oom_killed: !status.success() && oom_kills > lj.oom_kills_at_launch,
                 });
             }
         }

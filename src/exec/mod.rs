@@ -243,6 +243,9 @@ pub struct JobExit {
     pub status: String,
     /// The end of its stderr.
     pub stderr_tail: String,
+    /// The kernel's OOM killer ended it (its cgroup's `oom_kill` count rose while it ran, or Slurm
+    /// says `OUT_OF_MEMORY`): it had less memory than it runs in.
+    pub oom_killed: bool,
 }
 
 /// How a new allocation was applied.

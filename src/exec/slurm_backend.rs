@@ -363,6 +363,7 @@ fn exit_of(info: &JobInfo, stderr: &std::path::Path) -> JobExit {
         success,
         status,
         stderr_tail,
+        oom_killed: info.state == JobState::OutOfMemory,
     }
 }
 
@@ -443,6 +444,7 @@ impl Backend for SlurmBackend {
                             success: false,
                             status: format!("Slurm job {id} vanished from the controller"),
                             stderr_tail: String::new(),
+                            oom_killed: false,
                         })
                     }
                     Err(e) => return Err(e.into()),

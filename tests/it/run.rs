@@ -603,6 +603,32 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     assert_eq!(held_by_run(), 0);
 }
 
+/// A job given a profile that asks less memory than it runs in (the text profile asks 13.5 MiB; the image
+/// pipeline needs more) and whose spec declares no footprint is killed by the OOM killer at each start:
+/// the run says so, and what to do, rather than a bare signal 9.
+#[test]
+fn a_job_killed_for_memory_is_reported_with_what_to_do() {
+    if skip_without_cgroups() {
+        return;
+    }
+    let _g = serial();
+    let s = Setup::new();
+    let spec = s.spec("image", "image", 900);
+    let text = read(&spec).unwrap().replace("footprint = \"96MiB\"\n", "");
+    std::fs::write(&spec, text).unwrap();
+    let jobs = s.jobs(&[("tight", &spec, "text", 3200, 0.0)]);
+    let child = s.start(&jobs, &["--gpus", "1", "--cpus", "1", "--round", "2"]);
+    let (report, stderr, _) = finish(child);
+    assert_eq!(job(&report, "tight")["status"], "failed", "{stderr}");
+    for want in [
+        "crashed (killed by signal 9: the kernel's OOM killer, at 13.5 MiB of memory); retry 1 of 2",
+        "declare `footprint` in",
+        "text.json asks",
+    ] {
+        assert!(stderr.contains(want), "`{want}` missing from:\n{stderr}");
+    }
+}
+
 /// What a real queue of the image workload, run with `--refine` on 2 GPUs and 2 cores in rounds of 2 s,
 /// leaves: its setup, the executor's pid, its report, its stderr and its observation log's lines.
 struct Refined {
