@@ -10,10 +10,11 @@
 //!   one that made the profile), and the CPU-seconds a sample costs move inversely with it. G rises to
 //!   an observed rate above it. Where the profile found the job accelerator-bound but the run saw it
 //!   well below G using all its cores (the profile is another workload's), the curve above that core
-//!   count scales with cores from the observation instead. Where no observation ran with memory to
-//!   spare, the memory-limited ones give the ratio (the miss cost taken as profiled);
-//! - **the miss cost**: where both kinds were observed, the CPU-seconds a miss costs are searched
-//!   (golden section) so that the model meets the memory-limited observations, once the curve is moved;
+//!   count scales with cores from the observation instead. At core counts where no observation ran
+//!   with memory to spare, the memory-limited ones give the ratio (the miss cost taken as profiled);
+//! - **the miss cost**: where both kinds were observed at one core count, the CPU-seconds a miss costs
+//!   are searched (golden section) so that the model meets the memory-limited observations there, once
+//!   the curve is moved;
 //! - every column is kept non-decreasing in cores ([`matrix::make_monotone_in_cores`]).
 //!
 //! Each cell records where its number comes from ([`CellSource`]). Disturbed observations are left out.
@@ -414,26 +415,44 @@ pub fn refine(
     let cached_old = |c: f64| old_model.stall.cpu.at(c).max(1e-9);
     let unlimited: Vec<&Pool> = all.iter().filter(|p| !p.limited).collect();
     let limited_pools: Vec<&Pool> = all.iter().filter(|p| p.limited).collect();
-    let mut ratios: Vec<(f64, f64)> = if unlimited.is_empty() {
-        limited_pools
-            .iter()
-            .map(|p| {
-                let before = old_model.predict(p.cpus, p.memory_gib * GIB, None);
-                (p.cpus, p.rate / before.samples_per_s.max(1e-9))
-            })
-            .collect()
-    } else {
-        unlimited
-            .iter()
-            .map(|p| (p.cpus, p.rate / cached_old(p.cpus)))
-            .collect()
-    };
+    let has_unlimited_at = |c: f64| unlimited.iter().any(|u| (u.cpus - c).abs() < SAME_CORES);
+    // Where a job ran with memory to spare, its rate against the cached curve is the host's speed there.
+    // At core counts where it only ran memory-limited, the rate against the model's prediction at that
+    // memory is (the miss cost taken as profiled): leaving those out would let a ratio observed at other
+    // cores stand for them, and a job seen CPU-bound at a quarter of a core would be predicted there at
+    // what it did at one.
+    let mut ratios: Vec<(f64, f64)> = unlimited
+        .iter()
+        .map(|p| (p.cpus, p.rate / cached_old(p.cpus)))
+        .collect();
+    // (cores, ratio, memory) of the memory-limited pools that set the ratio at their cores.
+    let mut limited_ratios: Vec<(f64, f64, f64)> = limited_pools
+        .iter()
+        .filter(|p| !has_unlimited_at(p.cpus))
+        .map(|p| {
+            let before = old_model.predict(p.cpus, p.memory_gib * GIB, None);
+            (
+                p.cpus,
+                p.rate / before.samples_per_s.max(1e-9),
+                p.memory_gib,
+            )
+        })
+        .collect();
+    // At one core count, the pool with the most memory (the least miss cost taken on trust) speaks.
+    limited_ratios.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.2.total_cmp(&a.2)));
+    limited_ratios.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
+    ratios.extend(limited_ratios.iter().map(|&(c, r, _)| (c, r)));
     ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
     ratios.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
-    if unlimited.is_empty() {
-        because.push(
-            "no observation had memory to spare: the memory-limited ones set the CPU curve's speed, the miss cost taken as profiled".to_string(),
-        );
+    if !limited_ratios.is_empty() {
+        let cores: Vec<String> = limited_ratios
+            .iter()
+            .map(|&(c, _, _)| format!("{c}"))
+            .collect();
+        because.push(format!(
+            "at {} cores no observation had memory to spare: the memory-limited ones set the CPU curve's speed there, the miss cost taken as profiled",
+            cores.join(", ")
+        ));
     }
     // The curve: measured points moved by the nearest observed ratios, observed points as they are.
     // Where the profile found the job accelerator-bound (its point at G) above a core count at which the
@@ -489,6 +508,11 @@ pub fn refine(
         cpus: p.cpus,
         samples_per_s: p.rate,
     }));
+    // A memory-limited pool's cores get the cached curve its ratio implies, so the model meets it there.
+    points.extend(limited_ratios.iter().map(|&(c, r, _)| CpuPoint {
+        cpus: c,
+        samples_per_s: cached_old(c) * r,
+    }));
     model.stall.cpu = CpuCurve::new(points);
     if best_seen > model.stall.accelerator_samples_per_s {
         because.push(format!(
@@ -526,15 +550,23 @@ pub fn refine(
         ));
     }
     for &(c, r) in &ratios {
+        let limited_here = limited_ratios.iter().any(|l| (l.0 - c).abs() < SAME_CORES);
         because.push(format!(
-            "at {c} cores the run observed {:.0}% of what the profile predicted with memory to spare: the CPU curve there, and by the nearest such ratio elsewhere, moved to it",
-            100.0 * r
+            "at {c} cores the run observed {:.0}% of what the profile predicted {}: the CPU curve there, and by the nearest such ratio elsewhere, moved to it",
+            100.0 * r,
+            if limited_here { "at its memory" } else { "with memory to spare" }
         ));
     }
-    let miss_cost = if !unlimited.is_empty() && !limited_pools.is_empty() {
-        refit_miss_cost(&mut model, &limited_pools)
-    } else {
+    // Only where a job ran both ways at one core count does the miss cost part from the CPU's speed.
+    let beside_unlimited: Vec<&Pool> = limited_pools
+        .iter()
+        .copied()
+        .filter(|p| has_unlimited_at(p.cpus))
+        .collect();
+    let miss_cost = if beside_unlimited.is_empty() {
         None
+    } else {
+        refit_miss_cost(&mut model, &beside_unlimited)
     };
     if let Some(m) = &miss_cost {
         because.push(format!(
@@ -860,6 +892,47 @@ mod tests {
         );
         let (r, _) = refine(&img, "image.json", &[o], &["log".into()], false).unwrap();
         assert!((r.model.as_ref().unwrap().stall.cpu.at(2.0) / before - 0.7).abs() < 0.02);
+    }
+
+    /// What a run of an image job given the text profile saw (a CI run): a quarter of a core at the
+    /// job's footprint (memory-limited), then a core with memory to spare, above the profile's G. The
+    /// quarter core keeps its own rate; before, the one-core ratio stood for it and the curve was flat.
+    #[test]
+    fn a_memory_limited_pool_keeps_its_cores_rate_beside_one_with_memory_to_spare() {
+        let p = Profile::read(std::path::Path::new("profiles/text.json")).unwrap();
+        let g = p.model.as_ref().unwrap().stall.accelerator_samples_per_s;
+        let tight = 0.09375;
+        assert!(limited(p.model.as_ref().unwrap(), 0.25, tight));
+        let obs = [
+            used(observation("text", 0.25, tight, 0.3 * g), 0.98),
+            used(observation("text", 1.0, 4.0, 1.24 * g), 0.9),
+        ];
+        let (r, summary) = refine(&p, "text.json", &obs, &["log".into()], false).unwrap();
+        let at = |c: f64, m: f64| {
+            r.model
+                .as_ref()
+                .unwrap()
+                .predict(c, m * GIB, None)
+                .samples_per_s
+        };
+        assert!(
+            (at(0.25, tight) / (0.3 * g) - 1.0).abs() < 0.02,
+            "{}",
+            at(0.25, tight)
+        );
+        assert!(
+            (at(1.0, 4.0) / (1.24 * g) - 1.0).abs() < 0.01,
+            "{}",
+            at(1.0, 4.0)
+        );
+        assert!(at(1.0, 4.0) > 2.0 * at(0.25, 4.0), "{summary:?}");
+        // Nothing to part the miss cost from the CPU's speed: no core count ran both ways.
+        assert!(summary.miss_cost.is_none());
+        assert!(summary
+            .because
+            .iter()
+            .any(|b| b.contains("at 0.25 cores no observation had memory to spare")));
+        monotone(&r);
     }
 
     #[test]

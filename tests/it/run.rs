@@ -737,7 +737,12 @@ fn refine_gives_more_cores_to_a_job_its_profile_starved() {
         .unwrap_or_else(|| panic!("no refined text profile: {report}"))
         .to_string();
     let at = |cpus: &str| predicted(&refined, cpus, "4");
-    assert!(at("1") > 2.0 * at("0.25"), "{} vs {}", at("1"), at("0.25"));
+    assert!(
+        at("1") > 2.0 * at("0.25"),
+        "{} vs {}; observations {mine:?}\n{stderr}",
+        at("1"),
+        at("0.25")
+    );
 }
 
 /// `--refine` on a short real queue: an image job given the audio profile beside one given its own. The
