@@ -58,7 +58,10 @@ for name in names:
             and not (v["cpus"] in swept and v["memory_gib"] == last)]
     own = "predicted_page_cache" if p["workload"]["hit_model"] == "page-cache" else "predicted_minio"
     disturbed = sum(1 for t in p["trials"] if (t["result"].get("disturbance") or {}).get("disturbed"))
-    for label, key in (("DS-Analyzer", "predicted_ds_analyzer"), ("synergy", own)):
+    # "@ core speed": our model with each grid point's CPU stage at the speed its trial's core ran
+    # (docs/profile-format.md, "Host speed in validation"): the host's drift taken out.
+    for label, key in (("DS-Analyzer", "predicted_ds_analyzer"), ("synergy", own),
+                       ("@ core speed", "predicted_at_core_speed")):
         errs = [abs(v[key] - v["measured"]) / v["measured"] for v in held if v.get(key) is not None]
         if not errs:
             continue

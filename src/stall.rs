@@ -341,8 +341,10 @@ pub struct MissCost {
     /// more loaders than cores).
     pub wait_s_per_miss: f64,
     /// How much more CPU every sample costs, relative, while a memory limit binds the page cache (the
-    /// cache cannot hold the dataset with room to spare): the kernel reclaims and rebalances its lists
-    /// under the limit even when every read hits. 0 for application caches.
+    /// cache cannot hold the dataset with room to spare). Profiles before 1.4 measured it from the cold
+    /// trial's all-hit second epoch, and it is charged as they wrote it; 1.4 writes 0: in steady state
+    /// no grid point showed it once each trial's core speed was accounted for, while one profile's
+    /// second epoch had read 15% (docs/profile-format.md, "The model behind the matrix").
     #[serde(default)]
     pub limited_overhead: f64,
 }

@@ -241,15 +241,22 @@ pub(super) fn render_profile(p: &Profile, out: &Path) -> String {
     for s in &p.validation_summary {
         let _ = writeln!(
             o,
-            "  validation   {}{} model: median error {:.1}%, mean {:.1}%, max {:.1}% over {} points{}",
+            "  validation   {}{} model{}: median error {:.1}%, mean {:.1}%, max {:.1}% over {} points{}",
             if s.ds_analyzer { "DS-Analyzer's " } else { "" },
             s.hit_model,
+            if s.at_core_speed {
+                " at each point's core speed"
+            } else {
+                ""
+            },
             100.0 * s.median_error,
             100.0 * s.mean_error,
             100.0 * s.max_error,
             s.points,
             if s.ds_analyzer {
                 " (LRU, misses cost bandwidth only)"
+            } else if s.at_core_speed {
+                " (the host's drift during the profile taken out)"
             } else if p
                 .model
                 .as_ref()
@@ -264,7 +271,7 @@ pub(super) fn render_profile(p: &Profile, out: &Path) -> String {
     let ours: Vec<&ErrorSummary> = p
         .validation_summary
         .iter()
-        .filter(|s| !s.ds_analyzer)
+        .filter(|s| !s.ds_analyzer && !s.at_core_speed)
         .collect();
     if let (Some(model), [a, b]) = (&p.model, ours.as_slice()) {
         let (own, other) = if a.hit_model == model.stall.hit_model {

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.3` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.4` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,15 +12,17 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.3";
+pub const SCHEMA: &str = "synergy-profile/1.4";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
-/// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement), so an
-/// older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 4] = [
+/// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
+/// each validation point's core speed and the prediction at it), so an older file reads as one without
+/// them.
+pub const READABLE_SCHEMAS: [&str; 5] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
+    "synergy-profile/1.3",
     SCHEMA,
 ];
 
@@ -489,6 +491,15 @@ pub struct ValidationPoint {
     /// before 1.1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_ds_analyzer: Option<f64>,
+    /// The speed probe's reading on the trial's core over the profile's reference (the median of the
+    /// CPU sweep's trials): how much faster the host ran while this point was measured than while the
+    /// model's CPU stage was (1.4; absent where a speed was not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_speed: Option<f64>,
+    /// The workload's own hit model's prediction with its CPU stage at `core_speed`
+    /// ([`FittedModel::at_core_speed`]): the model's error with the host's drift taken out (1.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_at_core_speed: Option<f64>,
     /// `validation` or `exhaustive`.
     pub role: TrialRole,
 }
@@ -519,6 +530,10 @@ pub struct ErrorSummary {
     /// project's, for comparison.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ds_analyzer: bool,
+    /// This project's model with each point's CPU stage at the core speed it was measured at
+    /// (`predicted_at_core_speed`; 1.4).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub at_core_speed: bool,
     /// Points.
     pub points: usize,
     /// Median relative error.

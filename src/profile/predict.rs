@@ -5,6 +5,9 @@ use super::file::{FittedModel, HitRatioRow, Profile};
 use crate::stall::{HitModel, Stage};
 use serde::{Deserialize, Serialize};
 
+/// A cached rate at or above this share of G is the accelerator's, not the cores'.
+const AT_G: f64 = 0.99;
+
 impl FittedModel {
     /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
     pub fn hit_ratio(&self, model: HitModel, cache_bytes: f64) -> f64 {
@@ -36,6 +39,38 @@ impl FittedModel {
             }
         }
         pick(&rows[rows.len() - 1])
+    }
+
+    /// This model with its CPU stage `k` times as fast: the host's cores ran at `k` times the speed they
+    /// had while the CPU sweep measured (the speed probe's ratio). Cached rates below the accelerator's
+    /// scale by k (up to G), CPU-seconds per sample and per miss by 1/k; points at G stay, since the
+    /// accelerator set them, as do storage and a miss's wait.
+    pub fn at_core_speed(&self, k: f64) -> FittedModel {
+        let mut m = self.clone();
+        let g = m.stall.accelerator_samples_per_s;
+        let k = if k.is_finite() && k > 0.0 { k } else { 1.0 };
+        m.stall.cpu = crate::stall::CpuCurve::new(
+            self.stall
+                .cpu
+                .points()
+                .iter()
+                .map(|p| crate::stall::CpuPoint {
+                    cpus: p.cpus,
+                    samples_per_s: if p.samples_per_s >= AT_G * g {
+                        p.samples_per_s
+                    } else {
+                        (p.samples_per_s * k).min(g)
+                    },
+                })
+                .collect(),
+        );
+        if let Some(mc) = m.stall.miss_cost.as_mut() {
+            for p in &mut mc.cpu_s_per_sample {
+                p.cpu_s_per_sample /= k;
+            }
+            mc.cpu_s_per_miss /= k;
+        }
+        m
     }
 
     /// T(c, m) with the profile's own hit model, or `model` when given.
@@ -145,5 +180,40 @@ mod tests {
         assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 1.5, 15.0), 2.5);
         assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 9.0, 99.0), 4.0);
         assert_eq!(interpolate(&[1.0, 2.0], &[10.0, 20.0], &v, 0.0, 0.0), 1.0);
+    }
+
+    #[test]
+    fn a_faster_core_speeds_the_cpu_stage_and_nothing_else() {
+        let p = Profile::read(std::path::Path::new("profiles/audio.json")).unwrap();
+        let m = p.model.as_ref().unwrap();
+        let g = m.stall.accelerator_samples_per_s;
+        let fast = m.at_core_speed(1.1);
+        let gib = crate::units::GIB;
+        // CPU-bound with everything cached (half a core, memory to spare): 10% faster.
+        let (before, after) = (
+            m.predict(0.5, 4.0 * gib, None),
+            fast.predict(0.5, 4.0 * gib, None),
+        );
+        assert_eq!(before.limited_by, Stage::Preprocess);
+        assert!((after.samples_per_s / before.samples_per_s - 1.1).abs() < 1e-6);
+        // At G, and where storage sets the rate (no cache), unchanged.
+        assert_eq!(fast.predict(2.0, 4.0 * gib, None).samples_per_s, g);
+        let tight = m.stall.footprint_at(2.0);
+        let f = m.predict(2.0, tight, None);
+        assert_eq!(f.limited_by, Stage::Fetch);
+        assert_eq!(
+            fast.predict(2.0, tight, None).samples_per_s,
+            f.samples_per_s
+        );
+        // The misses' CPU shrinks with the rest, and a slower core undoes a faster one.
+        let mc = |x: &FittedModel| x.stall.miss_cost.as_ref().unwrap().cpu_s_per_miss;
+        assert!((mc(&fast) * 1.1 - mc(m)).abs() < 1e-12);
+        let back = fast.at_core_speed(1.0 / 1.1);
+        assert!(
+            (back.predict(0.5, 4.0 * gib, None).samples_per_s / before.samples_per_s - 1.0).abs()
+                < 1e-9
+        );
+        // Nonsense ratios change nothing.
+        assert_eq!(m.at_core_speed(f64::NAN), *m);
     }
 }

@@ -194,6 +194,12 @@ impl Profile {
                     "must be a positive number",
                 ));
             }
+            if v.core_speed.is_some_and(|k| !positive(k)) {
+                return Err(bad(
+                    format!("validation[{i}].core_speed"),
+                    "must be a positive ratio",
+                ));
+            }
             let predictions = [
                 ("measured_ci95", v.measured_ci95),
                 ("predicted_minio", v.predicted_minio),
@@ -201,6 +207,10 @@ impl Profile {
                 (
                     "predicted_ds_analyzer",
                     v.predicted_ds_analyzer.unwrap_or(0.0),
+                ),
+                (
+                    "predicted_at_core_speed",
+                    v.predicted_at_core_speed.unwrap_or(0.0),
                 ),
             ];
             if let Some((f, _)) = predictions.iter().find(|(_, x)| !non_negative(x)) {

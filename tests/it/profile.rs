@@ -54,7 +54,7 @@ fn a_profile_round_trips_through_predict() {
     let o = run(&profile_args(&spec, &out_s));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(p["schema"], "synergy-profile/1.3");
+    assert_eq!(p["schema"], "synergy-profile/1.4");
     assert!(out.with_extension("csv").exists());
     assert!(
         !out.with_extension("trials.jsonl").exists(),
@@ -91,6 +91,15 @@ fn a_profile_round_trips_through_predict() {
     assert_eq!(val.len(), 1);
     let err = p["validation_summary"][1]["median_error"].as_f64().unwrap();
     assert!(err < 0.1, "text is flat: the model predicts it ({err})");
+    // The point's core speed against the sweep's, and the model's prediction at it, with its summary.
+    let k = val[0]["core_speed"].as_f64().unwrap();
+    assert!(k > 0.5 && k < 2.0, "{k}");
+    assert!(val[0]["predicted_at_core_speed"].as_f64().unwrap() > 0.0);
+    assert!(p["validation_summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["at_core_speed"] == true && s["points"] == 1));
 }
 
 #[test]

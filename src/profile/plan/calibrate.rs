@@ -91,7 +91,7 @@ pub(super) fn calibrate(
         };
         let h = (1.0 - read / per_miss).clamp(0.0, 1.0);
         if let Some(cpu) = cpu_s_per_sample(&t) {
-            out.cpu.push((h, cpu));
+            out.cpu.push((h, sweep.at_sweep_speed(c, &t, cpu)));
         }
         points.push(CalibrationPoint {
             cpus: c,

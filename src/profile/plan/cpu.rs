@@ -32,6 +32,8 @@ pub(super) struct Sweep {
     pub(super) footprint_points: Vec<FootprintPoint>,
     /// The most memory any CPU trial used besides its cache, bytes.
     pub(super) footprint: Option<u64>,
+    /// The speed probe's mean on each trial's first core, operations per CPU-second, where read.
+    pub(super) core_speed: Vec<(f64, f64)>,
     /// The first CPU trial, for the dataset it found.
     pub(super) first: TrialResult,
 }
@@ -42,6 +44,40 @@ impl Sweep {
     pub(super) fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
         let fallback = self.footprint.unwrap_or(floor);
         (crate::stall::footprint_at(&self.footprint_points, fallback, cpus) as u64).max(floor)
+    }
+
+    /// The speed the model's CPU stage was measured at: the median of the sweep's trials' speed probe
+    /// readings, operations per CPU-second; `None` where none was read.
+    pub(super) fn reference_speed(&self) -> Option<f64> {
+        let mut s: Vec<f64> = self.core_speed.iter().map(|(_, s)| *s).collect();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(s[n / 2]),
+            _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
+        }
+    }
+
+    /// `cpu_s` CPU-seconds per sample that `trial` measured, as the sweep's trial at `cpus` would have
+    /// spent them. The cores' speed moves between trials (the speed probe read 444 to 527 million
+    /// operations per CPU-second within one profile of `audio`), and a miss's cost is the difference
+    /// between trials' costs per sample: unscaled, a slow spell during one trial reads as a miss cost
+    /// (docs/profile-format.md, "The model behind the matrix"). Unscaled where either speed is unknown.
+    pub(super) fn at_sweep_speed(&self, cpus: f64, trial: &TrialResult, cpu_s: f64) -> f64 {
+        let theirs = trial
+            .disturbance
+            .as_ref()
+            .and_then(|d| d.core_ops_per_cpu_s);
+        let ours = self
+            .core_speed
+            .iter()
+            .find(|(c, _)| *c == cpus)
+            .map(|(_, s)| *s);
+        match (theirs, ours) {
+            (Some(t), Some(o)) if t > 0.0 && o > 0.0 => cpu_s * t / o,
+            _ => cpu_s,
+        }
     }
 }
 
@@ -111,6 +147,7 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
                 bytes: footprint_of_peak(b as u64),
             })
             .collect(),
+        core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
         footprint: trials
             .iter()
             .filter_map(|t| t.telemetry.memory_peak_bytes)

@@ -56,10 +56,9 @@ pub(super) struct Fetch {
     pub(super) model: FetchModel,
     /// The cores the cold trial ran at (the calibration's).
     pub(super) cores: f64,
-    /// CPU-seconds per sample over the cold trial's first epoch (every sample a miss).
+    /// CPU-seconds per sample over the cold trial's first epoch (every sample a miss), at the speed
+    /// of the sweep's trial at the same cores ([`Sweep::at_sweep_speed`]).
     pub(super) cold_cpu: Option<f64>,
-    /// CPU-seconds per sample once the whole dataset was cached under a memory limit (page caches).
-    pub(super) full_cpu: Option<f64>,
     /// Seconds a loader waits per miss.
     pub(super) wait_s_per_miss: f64,
     /// The storage rate the cold epoch read at, bytes per second.
@@ -78,7 +77,6 @@ impl Fetch {
             },
             cores,
             cold_cpu: None,
-            full_cpu: None,
             wait_s_per_miss: 0.0,
             storage_seen: None,
         }
@@ -88,8 +86,7 @@ impl Fetch {
 /// Stage 3: one cold trial at the calibration's cores (a CPU-bound count, so what a miss costs shows),
 /// under the storage limit if any. Its first epoch is all misses: the storage rate, the bytes a miss
 /// reads and the CPU it costs. A page-cache workload runs it under a memory limit that just holds the
-/// dataset, and its second epoch, every read a hit, shows what a binding limit costs by itself; an
-/// application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
+/// dataset; an application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
 /// files says how long a miss blocks a loader (and how fast one stream reads the device), and a read of
 /// the cached dataset gives the memory bandwidth of hits.
 pub(super) fn cold_fetch(
@@ -119,6 +116,7 @@ pub(super) fn cold_fetch(
     wait_for(&mut f);
 
     let r = match plan.hit_model {
+        // Later epochs, every read a hit, keep the trial going where the first is too short to measure.
         HitModel::PageCache => {
             let mut r = plan.constrained(cores);
             r.estimator.warmup_epochs = 1;
@@ -162,9 +160,7 @@ pub(super) fn cold_fetch(
             )
         }
     };
-    if plan.hit_model == HitModel::PageCache {
-        f.full_cpu = cpu_s_per_sample(&result);
-    }
+    f.cold_cpu = f.cold_cpu.map(|c| sweep.at_sweep_speed(cores, &result, c));
     // Bytes per sample as the workload really reads them (readahead and all).
     if let Some(b) = cold_bytes.filter(|b| *b > 0.0) {
         f.model.mean_sample_bytes = b;

@@ -32,10 +32,9 @@ fn work_cost(sweep: &Sweep, g: f64) -> Vec<CostPoint> {
         .collect()
 }
 
-/// Stage 5: the model. At the calibration's cores: what a binding memory limit costs every sample is the
-/// cold trial's fully cached epoch against the sweep's cached (unlimited) trial; what a miss costs is the
-/// least-squares slope of CPU-seconds per sample against the miss ratio over the cold epoch and the
-/// calibration trials, from that intercept.
+/// Stage 5: the model. At the calibration's cores, what a miss costs is the least-squares slope of
+/// CPU-seconds per sample against the miss ratio over the cold epoch and the calibration trials (each
+/// at the sweep's speed), from the sweep's cached trial there.
 pub(super) fn fit(
     plan: &Plan,
     sweep: &Sweep,
@@ -47,13 +46,12 @@ pub(super) fn fit(
     let floor = spec_floor(plan.spec);
     let warm = cost_at(sweep, fetch.cores);
     let miss_cost = warm.filter(|_| data.is_some()).map(|warm| {
-        let limited = fetch.full_cpu.map_or(warm, |full| full.max(warm));
         let points: Vec<(f64, f64)> = fetch
             .cold_cpu
             .map(|cpu| (0.0, cpu))
             .into_iter()
             .chain(calibration.cpu.iter().copied())
-            .map(|(h, cpu)| (1.0 - h, cpu - limited))
+            .map(|(h, cpu)| (1.0 - h, cpu - warm))
             .collect();
         let (num, den) = points
             .iter()
@@ -66,7 +64,8 @@ pub(super) fn fit(
                 0.0
             },
             wait_s_per_miss: fetch.wait_s_per_miss,
-            limited_overhead: limited / warm - 1.0,
+            // Not charged: see `MissCost::limited_overhead`.
+            limited_overhead: 0.0,
         }
     });
     let (dataset_bytes, hit_ratios) = match data {

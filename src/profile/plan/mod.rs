@@ -45,7 +45,7 @@ use fetch::{cold_fetch, Data, Fetch};
 use fit::fit;
 use journal::Journal;
 use runner::{Runner, Speed};
-use validate::{summarize, validate};
+use validate::{summarize, validate, Predictor};
 
 use super::file::{DatasetInfo, Profile, ProfileError, ServerShape, WorkloadInfo, SCHEMA};
 use super::matrix;
@@ -275,14 +275,29 @@ pub fn run_profile(
     );
 
     let validation = if has_data {
-        validate(&mut run, &plan, &model, &memory_axis)?
+        validate(
+            &mut run,
+            &plan,
+            &model,
+            &memory_axis,
+            sweep.reference_speed(),
+        )?
     } else {
         Vec::new()
     };
     let validation_summary = [HitModel::Minio, HitModel::PageCache]
         .into_iter()
-        .filter_map(|hm| summarize(&validation, hm, false))
-        .chain(summarize(&validation, plan.hit_model, true))
+        .filter_map(|hm| summarize(&validation, hm, Predictor::Ours(hm)))
+        .chain(summarize(
+            &validation,
+            plan.hit_model,
+            Predictor::DsAnalyzer,
+        ))
+        .chain(summarize(
+            &validation,
+            plan.hit_model,
+            Predictor::AtCoreSpeed,
+        ))
         .collect();
 
     let speed = speed_check(&mut run);

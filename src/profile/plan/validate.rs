@@ -15,6 +15,7 @@ pub(super) fn validate(
     plan: &Plan,
     model: &FittedModel,
     memory_axis: &[f64],
+    reference_speed: Option<f64>,
 ) -> Result<Vec<ValidationPoint>, ProfileRunError> {
     let mut points: Vec<(TrialRole, f64, f64)> =
         held_out(&plan.cpu_axis, memory_axis, plan.req.validate)
@@ -38,6 +39,13 @@ pub(super) fn validate(
         }
         let t = run.trial(role, Some(mg), r)?;
         let predicted = |hm| model.predict(c, mem, Some(hm)).samples_per_s;
+        let core_speed = t
+            .disturbance
+            .as_ref()
+            .and_then(|d| d.core_ops_per_cpu_s)
+            .zip(reference_speed)
+            .filter(|(s, r)| *s > 0.0 && *r > 0.0)
+            .map(|(s, r)| s / r);
         validation.push(ValidationPoint {
             cpus: c,
             memory_gib: mg,
@@ -46,6 +54,9 @@ pub(super) fn validate(
             predicted_minio: predicted(HitModel::Minio),
             predicted_page_cache: predicted(HitModel::PageCache),
             predicted_ds_analyzer: Some(model.predict_ds_analyzer(c, mem).samples_per_s),
+            core_speed,
+            predicted_at_core_speed: core_speed
+                .map(|k| model.at_core_speed(k).predict(c, mem, None).samples_per_s),
             role,
         });
     }
@@ -81,20 +92,35 @@ pub fn held_out(cpus: &[f64], memory_gib: &[f64], n: usize) -> Vec<(f64, f64)> {
     picked
 }
 
-/// Errors of one hit model's predictions (this project's model, or with `ds_analyzer` the published
-/// one) over the validation points.
+/// Which predictions of the validation points an [`ErrorSummary`] is of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Predictor {
+    /// This project's model with hit model `m`.
+    Ours(HitModel),
+    /// The published DS-Analyzer model.
+    DsAnalyzer,
+    /// This project's model at each point's core speed.
+    AtCoreSpeed,
+}
+
+/// Errors of one predictor over the validation points; `model` is the workload's hit model.
 pub(super) fn summarize(
     points: &[ValidationPoint],
     model: HitModel,
-    ds_analyzer: bool,
+    predictor: Predictor,
 ) -> Option<ErrorSummary> {
     let mut errs: Vec<f64> = points
         .iter()
-        .filter_map(|p| match ds_analyzer {
-            true => p.predicted_ds_analyzer.map(|v| p.error_of(v)),
-            false => Some(p.error(model)),
+        .filter_map(|p| match predictor {
+            Predictor::Ours(m) => Some(p.error(m)),
+            Predictor::DsAnalyzer => p.predicted_ds_analyzer.map(|v| p.error_of(v)),
+            Predictor::AtCoreSpeed => p.predicted_at_core_speed.map(|v| p.error_of(v)),
         })
         .collect();
+    let model = match predictor {
+        Predictor::Ours(m) => m,
+        _ => model,
+    };
     if errs.is_empty() {
         return None;
     }
@@ -107,7 +133,8 @@ pub(super) fn summarize(
     };
     Some(ErrorSummary {
         hit_model: model,
-        ds_analyzer,
+        ds_analyzer: predictor == Predictor::DsAnalyzer,
+        at_core_speed: predictor == Predictor::AtCoreSpeed,
         points: n,
         median_error: median,
         mean_error: errs.iter().sum::<f64>() / n as f64,
