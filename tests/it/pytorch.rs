@@ -584,11 +584,14 @@ fn the_probes_synthetic_mode_agrees_with_the_scripts_own_fake_data() {
     let (a, a_ci) = common::rate(&replayed);
     let (b, b_ci) = common::rate(&dummy);
     println!("replayed {a:.1} ± {a_ci:.1}, the script's --dummy {b:.1} ± {b_ci:.1} samples/s");
-    // Both feed the model tensors from memory, but the script's --dummy draws a fresh random batch each
-    // step where the replay reuses its batches, and the host's speed moves by about 10% between runs: a
-    // fresh-clone CI saw 113.7 replayed against 92.5 (+23%).
+    // Both feed the model tensors from memory, but the script's --dummy still indexes and collates every
+    // batch on the training process (no loader workers) where the replay hands over whole batches, so
+    // the replay is the faster: by 17% on a quiet host (297.9 against 254.3), by 23% and 48% in
+    // fresh-clone CI runs, where other tests share the host (one saw --dummy at 191.1 against 254.3
+    // here, not flagged as disturbed). A replay slower than --dummy would still be paying for the
+    // loader; one far faster would have skipped the model.
     assert!(
-        (a - b).abs() <= a_ci + b_ci + 0.30 * b,
+        a + a_ci + b_ci >= 0.85 * b && a - a_ci - b_ci <= 2.5 * b,
         "replayed {a:.1} ± {a_ci:.1} against --dummy {b:.1} ± {b_ci:.1}"
     );
 }
