@@ -603,8 +603,8 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     assert_eq!(held_by_run(), 0);
 }
 
-/// A job given a profile that asks less memory than it runs in (the text profile asks 13.5 MiB; the image
-/// pipeline needs more) and whose spec declares no footprint is killed by the OOM killer at each start:
+/// A job given a profile that asks less memory than it runs in (the text profile asks about 14 MiB; the
+/// image pipeline needs more) and whose spec declares no footprint is killed by the OOM killer at each start:
 /// the run says so, and what to do, rather than a bare signal 9.
 #[test]
 fn a_job_killed_for_memory_is_reported_with_what_to_do() {
@@ -620,11 +620,13 @@ fn a_job_killed_for_memory_is_reported_with_what_to_do() {
     let child = s.start(&jobs, &["--gpus", "1", "--cpus", "1", "--round", "2"]);
     let (report, stderr, _) = finish(child);
     assert_eq!(job(&report, "tight")["status"], "failed", "{stderr}");
-    for want in [
-        "crashed (killed by signal 9: the kernel's OOM killer, at 13.5 MiB of memory); retry 1 of 2",
-        "declare `footprint` in",
-        "text.json asks",
-    ] {
+    // The memory it held is the text profile's ask, which moves each time that profile is measured.
+    let killed = stderr
+        .lines()
+        .find(|l| l.contains("crashed (killed by signal 9: the kernel's OOM killer, at "))
+        .unwrap_or_else(|| panic!("no OOM kill reported in:\n{stderr}"));
+    assert!(killed.contains(" MiB of memory); retry 1 of 2"), "{killed}");
+    for want in ["declare `footprint` in", "text.json asks"] {
         assert!(stderr.contains(want), "`{want}` missing from:\n{stderr}");
     }
 }

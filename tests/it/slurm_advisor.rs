@@ -201,9 +201,23 @@ fn the_advisor_sizes_profiled_jobs_and_fails_open() {
     // A job name in the table names the profile; two GPUs, twice the demand and the share.
     let (job, _) = c.submit(&["-J", "train-r18-7", "--gres=gpu:2"]);
     assert_eq!(sized(&job), ("18", "18", "125000M"), "{job}");
-    // image may go below the share: 1.25 cores -> 2, 0.26 GiB -> 269 MB (--gpus=1 counts as one GPU).
+    // image may go below the share: its demand, in whole cores and MB rounded up (the shipped profile:
+    // 1.25 cores -> 2, 0.3255 GiB -> 334 MB; --gpus=1 counts as one GPU).
+    let image: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo("profiles/image.json")).unwrap())
+            .unwrap();
+    let demand = &image["demand"]["per_gpu"];
+    let cores = demand["cpus"].as_f64().unwrap().ceil().to_string();
+    let mem = format!(
+        "{}M",
+        (demand["memory_gib"].as_f64().unwrap() * 1024.0).ceil()
+    );
     let (job, _) = c.submit(&["--gpus=1", "--comment=synergy:image"]);
-    assert_eq!(sized(&job), ("2", "2", "269M"), "{job}");
+    assert_eq!(
+        sized(&job),
+        (cores.as_str(), cores.as_str(), mem.as_str()),
+        "{job}"
+    );
 
     // No profile, and a job of synergy run (already sized by its scheduler): kept, with the reason.
     let (job, said) = c.submit(&["--gres=gpu:1", "-c", "1"]);
@@ -251,7 +265,11 @@ fn the_advisor_sizes_profiled_jobs_and_fails_open() {
     );
     assert!(said.contains(&why), "{said}");
     let (job, _) = c.submit(&["--gpus=1", "--comment=synergy:image"]);
-    assert_eq!(sized(&job), ("2", "2", "269M"), "{job}");
+    assert_eq!(
+        sized(&job),
+        (cores.as_str(), cores.as_str(), mem.as_str()),
+        "{job}"
+    );
     let check = c.synergy(&["slurm", "advisor", "--check", table_arg]);
     let stderr = String::from_utf8_lossy(&check.stderr);
     assert_eq!(check.status.code(), Some(2), "{stderr}");
