@@ -330,6 +330,13 @@ pub fn have_cgroups() -> bool {
     root && Path::new("/sys/fs/cgroup/cpu").exists() && Path::new("/sys/fs/cgroup/memory").exists()
 }
 
+/// A JSON file's contents (a profile, a state file, a log); panics, naming the file, when it cannot be read.
+pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The profiles shipped in the repository.
 pub fn profiles() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles")

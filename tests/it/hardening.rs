@@ -6,7 +6,7 @@ use std::path::Path;
 
 fn zoo_profile(name: &str) -> serde_json::Value {
     let p = common::profiles().join("zoo").join(format!("{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    common::read_json(p)
 }
 
 fn write_json(path: &Path, v: &serde_json::Value) -> String {

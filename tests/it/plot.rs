@@ -25,8 +25,7 @@ fn profiles_in(dir: &str) -> Vec<String> {
 
 /// The workload name of a profile file.
 fn workload_name(path: &str) -> String {
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = common::read_json(path);
     v["workload"]["name"].as_str().unwrap().to_string()
 }
 

@@ -274,7 +274,7 @@ fn the_probe_counts_an_unmodified_script() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         (v, ())
     };
-    let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    let own = common::read_json(&log);
     assert_eq!(own["steps"], 16);
     assert_eq!(trial["steps"], 16);
     assert_eq!(trial["workload"], "plain_train");
@@ -345,7 +345,7 @@ PYTHONPATH = "{user}"
     .unwrap();
     let _serial = common::serial();
     let v = common::measure(&[&[spec_path.to_str().unwrap()], RUN_TO_EXIT].concat());
-    let own: Value = serde_json::from_str(&std::fs::read_to_string(&log).unwrap()).unwrap();
+    let own = common::read_json(&log);
     assert_eq!(
         v["samples"].as_f64().unwrap(),
         own["samples"].as_f64().unwrap()
@@ -397,7 +397,7 @@ fn profile_command(args: &[&str]) -> (Value, String) {
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
-    let p: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let p = common::read_json(&out);
     (p, stdout)
 }
 

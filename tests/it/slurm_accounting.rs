@@ -5,7 +5,7 @@
 //! (new cores at a round boundary) folded back into one job (docs/traces.md, "Jobs synergy run
 //! resubmitted"). Without a running cluster with accounting this test fails and says how to start one.
 
-use crate::common::{finish, job, profiles, serial, synergy, RunSetup};
+use crate::common::{self, finish, job, profiles, serial, synergy, RunSetup};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -97,9 +97,7 @@ fn a_run_read_back_with_sacct_imports_as_the_executor_recorded_it() {
     let pid = child.id();
     let (report, stderr, code) = finish(child);
     assert_eq!(code, Some(0), "{stderr}");
-    let state: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(s.path().join("jobs.state.json")).unwrap())
-            .unwrap();
+    let state = common::read_json(s.path().join("jobs.state.json"));
     let record = |name: &str| {
         state["jobs"]
             .as_array()
@@ -222,9 +220,7 @@ fn a_run_read_back_with_sacct_imports_as_the_executor_recorded_it() {
     assert_eq!(imported.len(), 3, "{csv}");
     let t0 = starts.values().cloned().fold(f64::INFINITY, f64::min);
     let iter_s = {
-        let p: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(profiles().join("image.json")).unwrap())
-                .unwrap();
+        let p = common::read_json(profiles().join("image.json"));
         p["workload"]["iter_time_s"].as_f64()
     };
     let mut numbers = Vec::new();

@@ -203,9 +203,7 @@ fn the_advisor_sizes_profiled_jobs_and_fails_open() {
     assert_eq!(sized(&job), ("18", "18", "125000M"), "{job}");
     // image may go below the share: its demand, in whole cores and MB rounded up (the shipped profile:
     // 1.25 cores -> 2, 0.3255 GiB -> 334 MB; --gpus=1 counts as one GPU).
-    let image: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(repo("profiles/image.json")).unwrap())
-            .unwrap();
+    let image = common::read_json(repo("profiles/image.json"));
     let demand = &image["demand"]["per_gpu"];
     let cores = demand["cpus"].as_f64().unwrap().ceil().to_string();
     let mem = format!(
