@@ -237,7 +237,10 @@ def train(model, batches_per_epoch, step_fn, args, extra_summary=None):
         sys.exit(128 + sig)
 
     signal.signal(signal.SIGTERM, on_term)
-    torch.set_num_threads(max(1, math.ceil(granted_cpus())))
+    # One compute thread per whole granted core: under a fractional CFS quota (1.25 cores over two cores)
+    # a second OpenMP thread spin-waits on quota the first needs, and 1.25 or 1.5 cores then train
+    # slower than 1 (docs/pytorch.md, "Threads under a fractional quota").
+    torch.set_num_threads(max(1, math.floor(granted_cpus())))
     model.train()
     epoch = 0
     while True:
