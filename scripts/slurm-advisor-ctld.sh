@@ -37,19 +37,11 @@ die() { echo "slurm-advisor-ctld: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (slurmctld runs as SlurmUser=root)"
 dir="$(realpath -m "$dir")"
 pidfile="$dir/slurmctld.pid"
-# A pid file can outlive its controller, and its pid can belong to another process by now.
-alive() { [ -s "$pidfile" ] && [ "$(cat "/proc/$(cat "$pidfile")/comm" 2>/dev/null)" = slurmctld ]; }
+. "$(dirname "$0")/lib/daemons.sh"
 
 case "$cmd" in
   stop)
-    if alive; then
-      pid="$(cat "$pidfile")"
-      kill -TERM "$pid"
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-      say "stopped slurmctld (pid $pid)"
-    fi
-    rm -f "$pidfile"
+    stop_daemon slurmctld "$pidfile" slurmctld
     exit 0
     ;;
   start) ;;
@@ -58,7 +50,7 @@ esac
 
 command -v slurmctld >/dev/null || die "Slurm is not installed: run scripts/slurm-setup.sh first"
 munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || die "munged is not running: run scripts/slurm-setup.sh first"
-alive && die "a slurmctld already runs for $dir (pid $(cat "$pidfile")); stop it first"
+alive "$pidfile" slurmctld && die "a slurmctld already runs for $dir (pid $(cat "$pidfile")); stop it first"
 # Another controller on the port would answer in this one's place.
 if ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; then die "port $port is taken (pass another PORT)"; fi
 install -d -m 0755 "$dir" "$dir/state"
@@ -104,6 +96,6 @@ rm -rf "${dir:?}/state/"*
 slurmctld -f "$dir/slurm.conf" || die "slurmctld did not start: see $dir/slurmctld.log"
 export SLURM_CONF="$dir/slurm.conf"
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-alive || die "slurmctld exited: see $dir/slurmctld.log"
+alive "$pidfile" slurmctld || die "slurmctld exited: see $dir/slurmctld.log"
 scontrol ping 2>/dev/null | grep -q UP || die "slurmctld does not answer 'scontrol ping': see $dir/slurmctld.log"
 say "slurmctld up on port $port (pid $(cat "$pidfile")); clients: SLURM_CONF=$dir/slurm.conf"

@@ -50,26 +50,9 @@ export SLURM_CONF="$conf_dir/slurm.conf"
 say() { echo "slurm-nodes: $*"; }
 die() { echo "slurm-nodes: $*" >&2; exit 1; }
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
-# alive PIDFILE NAME [NETNS]: the pid in PIDFILE is a running process called NAME (in network namespace
-# NETNS). A pid file can outlive its daemon (a machine restored from a snapshot keeps /run), and a bare
-# `kill -0` took whatever process had its pid by then for the node's slurmd: that node was never started.
-alive() {
-  local pid
-  [ -s "$1" ] || return 1
-  pid="$(cat "$1")"
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
-  [ -z "${3:-}" ] || [ "$(stat -L -c %i "/proc/$pid/ns/net" 2>/dev/null)" = "$(stat -L -c %i "/run/netns/$3" 2>/dev/null)" ]
-}
-stop_pid() { # stop_pid NAME PIDFILE COMM
-  local pid
-  alive "$2" "$3" || { rm -f "$2"; return 0; }
-  pid="$(cat "$2")"
-  kill -TERM "$pid"
-  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-  rm -f "$2"
-  say "stopped $1 (pid $pid)"
-}
+. "$(dirname "$0")/lib/daemons.sh"
+# node_alive N: node N's slurmd runs, in N's network namespace.
+node_alive() { alive "$run_dir/slurmd-$1.pid" slurmd && in_netns "$run_dir/slurmd-$1.pid" "$1"; }
 node_name() { echo "synergy-n$1"; }
 # The node names this cluster had, from its pid files and namespaces (what stop must remove).
 known_nodes() {
@@ -89,9 +72,9 @@ remove_cgroups() {
 case "$cmd" in
   stop)
     for n in $(known_nodes); do
-      stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd
+      stop_daemon "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd
     done
-    stop_pid slurmctld "$run_dir/slurmctld.pid" slurmctld
+    stop_daemon slurmctld "$run_dir/slurmctld.pid" slurmctld
     for n in $(known_nodes); do
       ip netns del "$n" 2>/dev/null && say "removed network namespace $n"
       ip link del "veth-${n#synergy-}" 2>/dev/null || true
@@ -103,7 +86,7 @@ case "$cmd" in
   status)
     alive "$run_dir/slurmctld.pid" slurmctld && say "slurmctld running (pid $(cat "$run_dir/slurmctld.pid"))" || say "slurmctld not running"
     for n in $(known_nodes); do
-      alive "$run_dir/slurmd-$n.pid" slurmd "$n" && say "slurmd of $n running (pid $(cat "$run_dir/slurmd-$n.pid"))" || say "slurmd of $n not running"
+      node_alive "$n" && say "slurmd of $n running (pid $(cat "$run_dir/slurmd-$n.pid"))" || say "slurmd of $n not running"
     done
     alive "$run_dir/slurmctld.pid" slurmctld && sinfo -N -o '%N %T %C %m %G' 2>&1 || true
     exit 0
@@ -192,8 +175,8 @@ done
 if [ "$changed" = yes ]; then
   say "wrote $conf_dir: $nodes nodes of $per_node cores, $node_mem_mb MB, $gpus emulated GPUs each"
   # Daemons of another shape would keep theirs; nodes no longer configured must go.
-  for n in $(known_nodes); do stop_pid "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd; done
-  stop_pid slurmctld "$run_dir/slurmctld.pid" slurmctld
+  for n in $(known_nodes); do stop_daemon "slurmd of $n" "$run_dir/slurmd-$n.pid" slurmd; done
+  stop_daemon slurmctld "$run_dir/slurmctld.pid" slurmctld
   for n in $(known_nodes); do
     k="${n#synergy-n}"
     if [ "$k" -gt "$nodes" ]; then ip netns del "$n" 2>/dev/null || true; ip link del "veth-${n#synergy-}" 2>/dev/null || true; remove_cgroups "$n"; fi
@@ -231,7 +214,7 @@ for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.2; done
 scontrol ping | grep -q UP || die "slurmctld does not answer 'scontrol ping': see $log_dir/slurmctld.log"
 for k in $(seq 1 "$nodes"); do
   n="$(node_name "$k")"
-  alive "$run_dir/slurmd-$n.pid" slurmd "$n" && continue
+  node_alive "$n" && continue
   install -d "$state_dir/slurmd-$n"
   # nsenter joins only the network namespace (`ip netns exec` would remount /sys); unshare gives the node
   # its own host name, which is how slurmd finds its NodeName.

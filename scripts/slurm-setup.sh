@@ -69,41 +69,17 @@ say() { echo "slurm-setup: $*"; }
 die() { echo "slurm-setup: $*" >&2; exit 1; }
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# alive PIDFILE NAME...: the pid in PIDFILE is a running process called one of NAME. A pid file can outlive
-# its daemon (a machine restored from a snapshot keeps /run) and its pid can belong to anything by now: a
-# bare `kill -0` took such a process for the daemon, which was then never started (or, on stop, killed it).
-alive() {
-  local pidfile="$1" pid comm name
-  shift
-  [ -s "$pidfile" ] || return 1
-  pid="$(cat "$pidfile")"
-  comm="$(cat "/proc/$pid/comm" 2>/dev/null)" || return 1
-  for name in "$@"; do [ "$comm" = "$name" ] && return 0; done
-  return 1
-}
-
-# stop_daemon NAME PIDFILE [OTHER_NAME...]: SIGTERM the daemon whose pid is in PIDFILE, wait up to 10 s for it
-# to exit.
-stop_daemon() {
-  local name="$1" pidfile="$2" pid i
-  if ! alive "$pidfile" "$name" "${@:3}"; then rm -f "$pidfile"; return 0; fi
-  pid="$(cat "$pidfile")"
-  kill -TERM "$pid"
-  for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
-  rm -f "$pidfile"
-  say "stopped $name (pid $pid)"
-}
+. "$(dirname "$0")/lib/daemons.sh"
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages and starts the Slurm daemons)"
 
 if [ "$cmd" = stop ]; then
   "$nodes_script" stop
-  stop_daemon slurmd "$slurmd_pid"
-  stop_daemon slurmctld "$ctld_pid"
-  stop_daemon slurmdbd "$dbd_pid"
-  stop_daemon mariadbd "$db_pid" mysqld
-  stop_daemon munged "$munge_pid"
+  stop_daemon slurmd "$slurmd_pid" slurmd
+  stop_daemon slurmctld "$ctld_pid" slurmctld
+  stop_daemon slurmdbd "$dbd_pid" slurmdbd
+  stop_daemon mariadbd "$db_pid" mariadbd mysqld
+  stop_daemon munged "$munge_pid" munged
   exit 0
 fi
 
@@ -279,15 +255,15 @@ install -d -m 0755 "$state_dir/slurmctld" "$state_dir/slurmd" "$log_dir"
 if [ "$changed" = yes ]; then
   say "wrote $conf_dir/{slurm,cgroup,gres}.conf: node $host, $shape, ${node_mem_mb} MB (${reserve_mb} MB kept for the OS), $gpus emulated GPUs"
   # Daemons started with an older configuration would keep it: restart them.
-  stop_daemon slurmd "$slurmd_pid"
-  stop_daemon slurmctld "$ctld_pid"
+  stop_daemon slurmd "$slurmd_pid" slurmd
+  stop_daemon slurmctld "$ctld_pid" slurmctld
 else
   say "configuration unchanged: node $host, $shape, ${node_mem_mb} MB, $gpus emulated GPUs"
 fi
 
 if [ "$dbd_changed" = yes ]; then
   say "wrote $conf_dir/slurmdbd.conf (mode 0600): database $db_name on 127.0.0.1"
-  stop_daemon slurmdbd "$dbd_pid"
+  stop_daemon slurmdbd "$dbd_pid" slurmdbd
 fi
 
 # 4. Daemons (the packages do not start them here: no systemd).
@@ -341,7 +317,7 @@ if ! registered; then
   sacctmgr -i add cluster "$cluster" >/dev/null || die "sacctmgr could not add cluster $cluster"
   say "registered cluster $cluster with slurmdbd"
   # A slurmctld already running registers at start: restart it so it reports to the new cluster.
-  stop_daemon slurmctld "$ctld_pid"
+  stop_daemon slurmctld "$ctld_pid" slurmctld
 fi
 if ! alive "$ctld_pid" slurmctld; then
   slurmctld || die "slurmctld did not start: see $log_dir/slurmctld.log"
