@@ -4,6 +4,8 @@
 # fetch and calibration trials) against those of the whole grid, and the prediction error on the grid
 # points the optimistic plan did not measure, for the published DS-Analyzer model (LRU page cache,
 # misses cost storage bandwidth only) and for this project's (misses cost CPU too, calibrated page cache).
+# A `repeats` line gives, per core count, the spread of the grid points this project's model predicts
+# within 1% of each other: how well this host repeats one measurement, which bounds any model's error.
 # Needs root and cgroups; measure on a quiet host (the script prints the load average before and after).
 #
 # usage: scripts/bench-profiler.sh [STORAGE_LIMIT|none (default 40MB/s)] [CPU_AXIS (default 0.5,1,1.5,2)]
@@ -71,6 +73,20 @@ for name in names:
     fit = (p.get("model") or {}).get("hit_curve")
     if fit:
         print(f"{'':<24} page cache: {fit['chosen_because']}")
+    # How far the grid repeats itself: at one core count, budgets our model predicts within 1% of each
+    # other are, to the model, one point measured several times, and their spread bounds any model's
+    # error on this host.
+    alike = []
+    points = [v for v in p["validation"] if v["role"] == "exhaustive" and v.get(own) is not None]
+    for c in sorted({v["cpus"] for v in points}):
+        row = [v for v in points if v["cpus"] == c]
+        top = max(row, key=lambda v: v["memory_gib"])[own]
+        same = [v["measured"] for v in row if abs(v[own] - top) <= 0.01 * top]
+        if len(same) >= 2:
+            alike.append(f"{c:g} cores, {len(same)} budgets: {min(same):.1f}-{max(same):.1f} "
+                         f"({100 * (max(same) / min(same) - 1):.0f}%)")
+    if alike:
+        print(f"{'':<24} repeats (budgets our model predicts within 1%): {'; '.join(alike)}")
     for w in p.get("warnings", []):
         print(f"{'':<24} warning: {w}")
 PY
