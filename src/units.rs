@@ -27,6 +27,13 @@ impl Cores {
     pub fn threads(self) -> usize {
         (self.0.ceil() as usize).max(1)
     }
+
+    /// Whole cores in this budget, at least one: the compute threads a job should run, since under a
+    /// fractional CFS quota a thread beyond the whole cores spins on quota the others need
+    /// (docs/pytorch.md, "Threads under a fractional quota").
+    pub fn whole(self) -> usize {
+        (self.0.floor() as usize).max(1)
+    }
 }
 
 impl fmt::Display for Cores {
@@ -178,5 +185,13 @@ mod tests {
         assert_eq!(Cores(0.5).threads(), 1);
         assert_eq!(Cores(1.5).threads(), 2);
         assert_eq!(Cores(2.0).threads(), 2);
+    }
+
+    #[test]
+    fn compute_threads_are_the_whole_cores() {
+        assert_eq!(Cores(0.5).whole(), 1);
+        assert_eq!(Cores(1.25).whole(), 1);
+        assert_eq!(Cores(1.99).whole(), 1);
+        assert_eq!(Cores(2.0).whole(), 2);
     }
 }

@@ -168,6 +168,7 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
             .unwrap_or_default(),
     );
     ph.values.insert("cpus", cfg.cpus.to_string());
+    ph.values.insert("threads", cfg.cpus.whole().to_string());
     ph.values.insert(
         "cache_bytes",
         cfg.cache_bytes.map(|b| b.0.to_string()).unwrap_or_default(),

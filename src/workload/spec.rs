@@ -393,6 +393,7 @@ impl WorkloadSpec {
         let mut ph = Placeholders::base(self);
         ph.values.insert("dataset", String::new());
         ph.values.insert("cpus", String::new());
+        ph.values.insert("threads", String::new());
         ph.values.insert("cache_bytes", String::new());
         for (i, arg) in self.command.iter().enumerate() {
             ph.expand(arg, o, &format!("command[{i}]"))?;

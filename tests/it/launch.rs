@@ -18,9 +18,11 @@ fn pipe_progress_and_the_launch_environment_reach_the_workload() {
     let d = tempfile::tempdir().unwrap();
     let body = r#"
 name = "shell"
-command = ["sh", "-c", "env | grep -E '^(SYNERGY_|TMPDIR=)' > {spec_dir}/env.txt; test -d $TMPDIR && touch $TMPDIR/left; while :; do echo '{\"samples\": 10, \"epoch\": 0}' >&$SYNERGY_PROGRESS_FD; sleep 0.02; done"]
+command = ["sh", "-c", "env | grep -E '^(SYNERGY_|TMPDIR=|OMP_NUM_THREADS=)' > {spec_dir}/env.txt; test -d $TMPDIR && touch $TMPDIR/left; while :; do echo '{\"samples\": 10, \"epoch\": 0}' >&$SYNERGY_PROGRESS_FD; sleep 0.02; done"]
 batch_size = 10
 footprint = "1MiB"
+[env]
+OMP_NUM_THREADS = "{threads}"
 "#;
     let s = spec(d.path(), "shell", body);
     let v = measure(&[
@@ -43,6 +45,7 @@ footprint = "1MiB"
         "SYNERGY_CPU_LIST=",
         "SYNERGY_CACHE_BYTES=12345",
         "SYNERGY_PROGRESS_FD=3",
+        "OMP_NUM_THREADS=1",
     ] {
         assert!(env.contains(want), "`{want}` missing from:\n{env}");
     }
