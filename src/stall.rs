@@ -4,8 +4,8 @@
 //! F(h) the fetch rate. A miss costs CPU on the job's own cores (the read path, page faults, reclaim) and
 //! blocks a loader while the device reads, so P falls with the miss ratio where the job is CPU-bound,
 //! whatever the storage bandwidth. The hit ratio comes from a fixed-subset application cache (MinIO), or
-//! from the OS page cache: LRU under per-epoch shuffling, simulated for the dataset's real item sizes, and
-//! calibrated towards a fixed subset by memory-limited trials (the kernel's two lists keep more than LRU).
+//! from the OS page cache: the kernel's active and inactive lists under per-epoch shuffling, simulated
+//! for the dataset's real item sizes, with the active list's share calibrated by a memory-limited trial.
 //! docs/profile-format.md ("The model behind the matrix") has the formulas.
 
 use serde::{Deserialize, Serialize};
@@ -157,26 +157,6 @@ pub fn minio_hit_ratio(cache_bytes: f64, dataset_bytes: f64) -> f64 {
     (cache_bytes / dataset_bytes).clamp(0.0, 1.0)
 }
 
-/// The page-cache hit curve between LRU and a fixed subset: LRU's hit ratio plus `share` of the gap to a
-/// fixed subset's (0: LRU, 1: a fixed subset). The kernel's active list keeps a subset that survives the
-/// scan of every epoch, so it hits more than LRU; how much depends on the kernel and the workload's reads.
-pub fn between_lru_and_fixed_subset(lru: f64, fixed_subset: f64, share: f64) -> f64 {
-    lru + share.clamp(0.0, 1.0) * (fixed_subset - lru)
-}
-
-/// The `share` of [`between_lru_and_fixed_subset`] that fits measured `(lru, fixed_subset, measured)`
-/// hit ratios best (least squares), within [0, 1]; 0 when the points cannot tell the curves apart.
-pub fn fit_fixed_subset_share(points: &[(f64, f64, f64)]) -> f64 {
-    let (num, den) = points.iter().fold((0.0, 0.0), |(n, d), &(l, f, m)| {
-        (n + (m - l) * (f - l), d + (f - l) * (f - l))
-    });
-    if den < 1e-9 {
-        0.0
-    } else {
-        (num / den).clamp(0.0, 1.0)
-    }
-}
-
 /// Steady-state hit ratio of an LRU cache under per-epoch random permutations of items of the given
 /// sizes, by simulation. Results are memoized per capacity.
 #[derive(Debug, Clone)]
@@ -304,6 +284,238 @@ fn simulate_lru(sizes: &[u64], capacity: u64, seed: u64) -> f64 {
     }
 }
 
+/// The active list's share of the page cache the kernel keeps at `cache_bytes` of file pages, times
+/// `scale`: the kernel deactivates active pages while active exceeds `ratio` times inactive, where
+/// `ratio` is 1 below 1 GiB of file pages and the integer square root of 10 x the whole GiB above
+/// (Linux `mm/vmscan.c`, `inactive_is_low`), so a large cache keeps most of itself on the active list.
+/// `scale` is what a calibration fits (docs/profile-format.md, "The page-cache hit curve").
+pub fn active_share(cache_bytes: u64, scale: f64) -> f64 {
+    let gib = cache_bytes >> 30;
+    let ratio = if gib == 0 {
+        1.0
+    } else {
+        ((10 * gib) as f64).sqrt().floor()
+    };
+    let r = scale.max(0.0) * ratio;
+    r / (1.0 + r)
+}
+
+/// Steady-state hit ratio of the kernel's two page-cache lists under per-epoch random permutations of
+/// items of the given sizes, by simulation (docs/profile-format.md, "The page-cache hit curve"). A read
+/// miss enters the inactive list; a hit there promotes the item to the active list; reclaim keeps the
+/// active list within its share ([`active_share`]) by moving its oldest items to the inactive list, and
+/// evicts the inactive list's oldest; an item read again soon after its eviction (within the active
+/// list's size of evictions since) goes straight to the active list (refault detection). Memoized per
+/// capacity and scale.
+#[derive(Debug, Clone)]
+pub struct TwoListSim {
+    sizes: Vec<u64>,
+    total: u64,
+    seed: u64,
+    memo: HashMap<(u64, u64), f64>,
+}
+
+/// Epochs simulated before counting: the lists settle over a few epochs, not one.
+const TWO_LIST_WARM_EPOCHS: usize = 3;
+/// Epochs counted.
+const TWO_LIST_COUNT_EPOCHS: usize = 3;
+
+impl TwoListSim {
+    /// A simulator for items of `sizes` bytes.
+    pub fn new(sizes: Vec<u64>, seed: u64) -> Self {
+        let total = sizes.iter().sum();
+        TwoListSim {
+            sizes,
+            total,
+            seed,
+            memo: HashMap::new(),
+        }
+    }
+
+    /// Hit ratio (by samples) at `cache_bytes` of cache, with the active list's share scaled by `scale`.
+    pub fn hit_ratio(&mut self, cache_bytes: u64, scale: f64) -> f64 {
+        if cache_bytes >= self.total {
+            return 1.0;
+        }
+        if cache_bytes == 0 || self.sizes.is_empty() {
+            return 0.0;
+        }
+        let key = (cache_bytes, (scale.max(0.0) * 1e4).round() as u64);
+        if let Some(&h) = self.memo.get(&key) {
+            return h;
+        }
+        let share = active_share(cache_bytes, scale);
+        let h = simulate_two_lists(&self.sizes, cache_bytes, share, self.seed);
+        self.memo.insert(key, h);
+        h
+    }
+
+    /// The `scale` that fits measured `(cache_bytes, hit ratio)` points best (least squares), searched
+    /// over active shares of 0 to 0.95 at one GiB's ratio and refined; 1 (the kernel's own ratio) when
+    /// there are no points.
+    pub fn fit_scale(&mut self, points: &[(u64, f64)]) -> f64 {
+        if points.is_empty() {
+            return 1.0;
+        }
+        let scale_of = |share: f64| share / (1.0 - share);
+        let err = |sim: &mut Self, share: f64| {
+            points
+                .iter()
+                .map(|&(c, h)| (sim.hit_ratio(c, scale_of(share)) - h).powi(2))
+                .sum::<f64>()
+        };
+        let mut best = (f64::INFINITY, 0.0);
+        for k in 0..=38 {
+            let share = 0.025 * k as f64;
+            let e = err(self, share);
+            if e < best.0 {
+                best = (e, share);
+            }
+        }
+        let centre = best.1;
+        for k in -5..=5 {
+            let share = (centre + 0.005 * k as f64).clamp(0.0, 0.95);
+            let e = err(self, share);
+            if e < best.0 {
+                best = (e, share);
+            }
+        }
+        scale_of(best.1)
+    }
+}
+
+/// Two intrusive doubly linked lists over item indices, newest at the head: O(1) per move.
+struct TwoLists {
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    on: Vec<u8>,
+    head: [u32; 2],
+    tail: [u32; 2],
+    bytes: [u64; 2],
+}
+
+const INACTIVE: u8 = 0;
+const ACTIVE: u8 = 1;
+const OFF: u8 = 2;
+
+impl TwoLists {
+    fn new(n: usize) -> Self {
+        TwoLists {
+            prev: vec![NIL; n],
+            next: vec![NIL; n],
+            on: vec![OFF; n],
+            head: [NIL; 2],
+            tail: [NIL; 2],
+            bytes: [0; 2],
+        }
+    }
+
+    fn unlink(&mut self, i: usize, size: u64) {
+        let l = self.on[i] as usize;
+        let (p, nx) = (self.prev[i], self.next[i]);
+        if p != NIL {
+            self.next[p as usize] = nx;
+        } else {
+            self.head[l] = nx;
+        }
+        if nx != NIL {
+            self.prev[nx as usize] = p;
+        } else {
+            self.tail[l] = p;
+        }
+        self.bytes[l] -= size;
+        self.on[i] = OFF;
+    }
+
+    fn push(&mut self, list: u8, i: usize, size: u64) {
+        let l = list as usize;
+        self.prev[i] = NIL;
+        self.next[i] = self.head[l];
+        if self.head[l] != NIL {
+            self.prev[self.head[l] as usize] = i as u32;
+        }
+        self.head[l] = i as u32;
+        if self.tail[l] == NIL {
+            self.tail[l] = i as u32;
+        }
+        self.bytes[l] += size;
+        self.on[i] = list;
+    }
+}
+
+fn simulate_two_lists(sizes: &[u64], capacity: u64, share: f64, seed: u64) -> f64 {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let n = sizes.len();
+    let mut lists = TwoLists::new(n);
+    // Eviction age (bytes evicted or activated so far) at each item's eviction: the shadow entry.
+    let mut shadow: Vec<Option<u64>> = vec![None; n];
+    let mut age = 0u64;
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (mut hits, mut lookups) = (0u64, 0u64);
+    for epoch in 0..TWO_LIST_WARM_EPOCHS + TWO_LIST_COUNT_EPOCHS {
+        order.shuffle(&mut rng);
+        let counting = epoch >= TWO_LIST_WARM_EPOCHS;
+        for &i in &order {
+            let (iu, size) = (i as usize, sizes[i as usize]);
+            if counting {
+                lookups += 1;
+            }
+            match lists.on[iu] {
+                ACTIVE => {
+                    if counting {
+                        hits += 1;
+                    }
+                    continue;
+                }
+                INACTIVE => {
+                    if counting {
+                        hits += 1;
+                    }
+                    lists.unlink(iu, size);
+                    lists.push(ACTIVE, iu, size);
+                    age += size;
+                    continue;
+                }
+                _ => {}
+            }
+            if size > capacity {
+                continue;
+            }
+            let refault = shadow[iu]
+                .take()
+                .is_some_and(|at| age - at <= lists.bytes[ACTIVE as usize]);
+            if refault {
+                lists.push(ACTIVE, iu, size);
+                age += size;
+            } else {
+                lists.push(INACTIVE, iu, size);
+            }
+            while lists.bytes[0] + lists.bytes[1] > capacity {
+                let total = (lists.bytes[0] + lists.bytes[1]) as f64;
+                while lists.tail[ACTIVE as usize] != NIL
+                    && (lists.bytes[ACTIVE as usize] as f64 > share * total
+                        || lists.tail[INACTIVE as usize] == NIL)
+                {
+                    let t = lists.tail[ACTIVE as usize] as usize;
+                    lists.unlink(t, sizes[t]);
+                    lists.push(INACTIVE, t, sizes[t]);
+                }
+                let t = lists.tail[INACTIVE as usize] as usize;
+                lists.unlink(t, sizes[t]);
+                shadow[t] = Some(age);
+                age += sizes[t];
+            }
+        }
+    }
+    if lookups == 0 {
+        0.0
+    } else {
+        hits as f64 / lookups as f64
+    }
+}
+
 /// The fitted model of one workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StallModel {
@@ -319,6 +531,12 @@ pub struct StallModel {
     /// buffers); interpolated between, and `footprint_bytes` where empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub footprint_points: Vec<FootprintPoint>,
+    /// What the workload keeps resident besides its cache at each measured core count (1.5): the
+    /// measured peak without the footprint's slack, and never more than at more cores. A memory limit
+    /// squeezes the page cache to the limit less this, so this (not the footprint, a safe lower bound
+    /// for the limit) sets the cache a limit leaves; the footprint where empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resident_points: Vec<FootprintPoint>,
     /// Bytes in the dataset.
     pub dataset_bytes: u64,
     /// Which cache model turns memory into a hit ratio.
@@ -451,9 +669,20 @@ impl StallModel {
         footprint_at(&self.footprint_points, self.footprint_bytes, cpus)
     }
 
-    /// Cache bytes left at `memory_bytes` of total memory once the footprint at `cpus` cores is paid.
+    /// What the workload keeps resident besides its cache at `cpus` cores, bytes: interpolated in
+    /// `resident_points`, or the footprint where there are none.
+    pub fn resident_at(&self, cpus: f64) -> f64 {
+        if self.resident_points.is_empty() {
+            self.footprint_at(cpus)
+        } else {
+            footprint_at(&self.resident_points, self.footprint_bytes, cpus)
+        }
+    }
+
+    /// Cache bytes left at `memory_bytes` of total memory once what the workload keeps resident at
+    /// `cpus` cores is paid.
     pub fn cache_bytes(&self, cpus: f64, memory_bytes: f64) -> f64 {
-        (memory_bytes - self.footprint_at(cpus)).max(0.0)
+        (memory_bytes - self.resident_at(cpus)).max(0.0)
     }
 
     /// T(c, m) and its limiting stage, with `hit` giving the hit ratio for a cache size in bytes.
@@ -612,6 +841,7 @@ mod tests {
                     bytes: 100,
                 },
             ],
+            resident_points: Vec::new(),
             dataset_bytes: 1,
             hit_model: HitModel::Minio,
             miss_cost: None,
@@ -645,6 +875,7 @@ mod tests {
             },
             footprint_bytes: 100 << 20,
             footprint_points: Vec::new(),
+            resident_points: Vec::new(),
             dataset_bytes: 200 << 20,
             hit_model: HitModel::Minio,
             miss_cost: None,
@@ -713,14 +944,43 @@ mod tests {
     }
 
     #[test]
-    fn the_fixed_subset_share_is_fitted_by_least_squares() {
-        // Measured exactly a quarter of the way from LRU to a fixed subset at two cache sizes.
-        let pts = [(0.15, 0.5, 0.2375), (0.40, 0.75, 0.4875)];
-        assert!((fit_fixed_subset_share(&pts) - 0.25).abs() < 1e-12);
-        // Below LRU clamps to LRU, above the subset to the subset; indistinct curves give LRU.
-        assert_eq!(fit_fixed_subset_share(&[(0.2, 0.5, 0.1)]), 0.0);
-        assert_eq!(fit_fixed_subset_share(&[(0.2, 0.5, 0.9)]), 1.0);
-        assert_eq!(fit_fixed_subset_share(&[(1.0, 1.0, 1.0)]), 0.0);
-        assert_eq!(between_lru_and_fixed_subset(0.2, 0.6, 0.5), 0.4);
+    fn the_two_lists_keep_more_than_lru_and_less_than_a_fixed_subset() {
+        // 2,000 equal items, 25/50/75% cached, the kernel's own ratio (equal lists below 1 GiB).
+        let mut two = TwoListSim::new(vec![1 << 20; 2000], 1);
+        let mut lru = LruSim::new(vec![1 << 20; 2000], 1);
+        let mut last = 0.0;
+        for pct in [25u64, 50, 75] {
+            let c = 2000 * (1 << 20) * pct / 100;
+            let h = two.hit_ratio(c, 1.0);
+            assert!(h > lru.hit_ratio(c) + 0.02, "{pct}%: {h}");
+            assert!(h < pct as f64 / 100.0 - 0.1, "{pct}%: {h}");
+            assert!(h > last);
+            last = h;
+        }
+        // A larger active list keeps more; none at all is LRU within sampling noise.
+        let c = 1000 << 20;
+        assert!(two.hit_ratio(c, 1.5) > two.hit_ratio(c, 1.0));
+        assert!((two.hit_ratio(c, 0.0) - lru.hit_ratio(c)).abs() < 0.03);
+    }
+
+    #[test]
+    fn the_active_list_grows_with_the_cache_as_the_kernel_sets_it() {
+        assert_eq!(active_share(100 << 20, 1.0), 0.5);
+        assert_eq!(active_share(100 << 20, 0.0), 0.0);
+        // 10 GiB: ratio sqrt(100) = 10.
+        assert!((active_share(10 << 30, 1.0) - 10.0 / 11.0).abs() < 1e-12);
+        assert!((active_share(100 << 20, 1.5) - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_active_list_scale_is_fitted_to_a_measured_point() {
+        let mut two = TwoListSim::new(vec![1 << 20; 2000], 1);
+        let c = 1200 << 20;
+        let measured = two.hit_ratio(c, 1.5);
+        let scale = two.fit_scale(&[(c, measured)]);
+        assert!((scale / (1.0 + scale) - 0.6).abs() <= 0.03, "{scale}");
+        assert_eq!(two.fit_scale(&[]), 1.0);
+        // A point below anything the lists keep fits (next to) no active list.
+        assert!(two.fit_scale(&[(c, 0.0)]) < 0.05);
     }
 }

@@ -176,12 +176,7 @@ pub(super) fn render_profile(p: &Profile, out: &Path) -> String {
             );
         }
         if let Some(fit) = &model.hit_curve {
-            let _ = writeln!(
-                o,
-                "  page cache   LRU plus {:.0}% of the gap to a fixed subset: {}",
-                100.0 * fit.fixed_subset_share,
-                fit.chosen_because
-            );
+            let _ = writeln!(o, "  page cache   {}", fit.chosen_because);
         }
         if let Some(a) = &model.accelerator {
             let _ = writeln!(o, "  accelerator  {}", a.because);

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.4` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.5` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,17 +12,18 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.4";
+pub const SCHEMA: &str = "synergy-profile/1.5";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
-/// each validation point's core speed and the prediction at it), so an older file reads as one without
-/// them.
-pub const READABLE_SCHEMAS: [&str; 5] = [
+/// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
+/// the memory each core count keeps resident), so an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 6] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
     "synergy-profile/1.3",
+    "synergy-profile/1.4",
     SCHEMA,
 ];
 
@@ -268,14 +269,20 @@ pub struct AcceleratorFit {
     pub because: String,
 }
 
-/// The page-cache hit curve fitted to calibration trials: LRU plus a share of the gap to a fixed subset.
+/// The page-cache hit curve fitted to calibration trials.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HitCurveFit {
-    /// `lru-to-fixed-subset`: h = LRU + share x (fixed subset - LRU).
+    /// `two-list` (1.5): the kernel's active and inactive lists simulated, the active list's share
+    /// scaled by `active_list_scale`; `lru-to-fixed-subset` (1.1-1.4): h = LRU + share x (fixed subset
+    /// - LRU).
     pub family: String,
-    /// The fitted share: 0 is LRU, 1 a fixed subset.
-    pub fixed_subset_share: f64,
+    /// `two-list`: the fitted multiple of the kernel's active:inactive ratio (1 is the kernel's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_list_scale: Option<f64>,
+    /// `lru-to-fixed-subset`: the fitted share, 0 is LRU, 1 a fixed subset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_subset_share: Option<f64>,
     /// The calibration trials it was fitted to.
     pub points: Vec<CalibrationPoint>,
     /// Why this curve, in words.
@@ -290,7 +297,7 @@ pub struct CalibrationPoint {
     pub cpus: f64,
     /// Its memory limit, GiB.
     pub memory_gib: f64,
-    /// Cache bytes that left besides the footprint.
+    /// Cache bytes that left besides what the workload keeps resident (1.5; the footprint before).
     pub cache_bytes: u64,
     /// Hit ratio measured from its storage reads over whole epochs.
     pub measured: f64,

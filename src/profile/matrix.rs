@@ -207,6 +207,7 @@ mod tests {
                 },
                 footprint_bytes: 1 << 30,
                 footprint_points: Vec::new(),
+                resident_points: Vec::new(),
                 dataset_bytes: d,
                 hit_model: HitModel::Minio,
                 miss_cost: None,
@@ -319,6 +320,7 @@ mod tests {
                     },
                     footprint_bytes: 1 << 29,
                     footprint_points: Vec::new(),
+                    resident_points: Vec::new(),
                     dataset_bytes: d,
                     hit_model: if case % 2 == 0 {
                         HitModel::Minio

@@ -278,12 +278,17 @@ impl FittedModel {
                 "must be a positive number of bytes per second",
             ));
         }
-        for (i, p) in m.footprint_points.iter().enumerate() {
-            if !positive(p.cpus) {
-                return Err(bad(
-                    format!("model.footprint_points[{i}].cpus"),
-                    "must be a positive number of cores",
-                ));
+        for (name, points) in [
+            ("footprint_points", &m.footprint_points),
+            ("resident_points", &m.resident_points),
+        ] {
+            for (i, p) in points.iter().enumerate() {
+                if !positive(p.cpus) {
+                    return Err(bad(
+                        format!("model.{name}[{i}].cpus"),
+                        "must be a positive number of cores",
+                    ));
+                }
             }
         }
         if let Some(mc) = &m.miss_cost {
@@ -334,11 +339,32 @@ impl FittedModel {
             }
         }
         if let Some(c) = &self.hit_curve {
-            if !ratio(c.fixed_subset_share) {
-                return Err(bad(
-                    "model.hit_curve.fixed_subset_share".into(),
-                    "must be in [0, 1]",
-                ));
+            match c.family.as_str() {
+                "two-list" => {
+                    if !c.active_list_scale.is_some_and(non_negative) {
+                        return Err(bad(
+                            "model.hit_curve.active_list_scale".into(),
+                            "must be a non-negative multiple of the kernel's ratio for family `two-list`",
+                        ));
+                    }
+                }
+                "lru-to-fixed-subset" => {
+                    if !c.fixed_subset_share.is_some_and(ratio) {
+                        return Err(bad(
+                            "model.hit_curve.fixed_subset_share".into(),
+                            "must be in [0, 1] for family `lru-to-fixed-subset`",
+                        ));
+                    }
+                }
+                other => {
+                    return Err(bad(
+                        "model.hit_curve.family".into(),
+                        &format!(
+                            "`{other}` is not a hit curve this build knows: use `two-list` or \
+                             `lru-to-fixed-subset`"
+                        ),
+                    ))
+                }
             }
         }
         Ok(())

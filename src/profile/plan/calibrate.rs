@@ -1,23 +1,22 @@
 //! Stage 4, the calibration: where the cold and calibration trials run, and for a page-cache workload the
-//! memory-limited trials that place the kernel's hit curve between LRU and a fixed subset (the page cache
-//! is not LRU, docs/architecture.md §4).
+//! memory-limited trial that fits the kernel's two-list hit curve (the page cache is not LRU,
+//! docs/architecture.md §4).
 
 use super::cpu::Sweep;
 use super::fetch::{Data, Fetch};
 use super::runner::Runner;
 use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
 use crate::profile::file::{CalibrationPoint, HitCurveFit, TrialRole};
-use crate::stall::{
-    between_lru_and_fixed_subset, fit_fixed_subset_share, minio_hit_ratio, HitModel,
-};
+use crate::stall::{active_share, minio_hit_ratio, HitModel};
 use crate::units::{Bytes, GIB};
 
 /// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
-const HIT_CURVE_FAMILY: &str = "lru-to-fixed-subset";
+const HIT_CURVE_FAMILY: &str = "two-list";
 
 /// Where the calibration trial puts the cache, as a fraction of the dataset: where LRU and a fixed subset
-/// differ most (their gap peaks near 60% under per-epoch shuffling). One trial fits the curve's one
-/// parameter; more would cost a second steady-state trial for little (docs/profile-format.md).
+/// differ most (their gap peaks near 60% under per-epoch shuffling), so the active list's share shows
+/// most. One trial fits the curve's one parameter; more would cost a second steady-state trial for
+/// little (docs/profile-format.md).
 pub(super) const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
 /// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
 /// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
@@ -72,11 +71,14 @@ pub(super) fn calibrate(
     }
     let c = fetch.cores;
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
+    let resident = sweep.resident_at(c, spec_floor(plan.spec));
     let per_miss = fetch.model.mean_sample_bytes;
     let mut points = Vec::new();
     for x in CALIBRATION_FRACTIONS {
-        let cache = (x * data.bytes as f64) as u64;
-        let mem = footprint + cache;
+        // The limit leaves at least this cache (the footprint is the safe bound for the limit); the
+        // cache it really leaves is the limit less what stays resident, as the model predicts it.
+        let mem = footprint + (x * data.bytes as f64) as u64;
+        let cache = mem.saturating_sub(resident);
         let mem_gib = (mem as f64 / GIB * 1e4).round() / 1e4;
         let mut r = plan.constrained(c);
         r.mem_limit = Some(Bytes(mem));
@@ -106,23 +108,24 @@ pub(super) fn calibrate(
     if points.is_empty() {
         out.fit = Some(HitCurveFit {
             family: HIT_CURVE_FAMILY.into(),
-            fixed_subset_share: 0.0,
-            chosen_because:
-                "LRU: no calibration trial completed a whole epoch with the cache steady \
-                             within its longest duration, so none measured what the cache keeps"
-                    .into(),
+            active_list_scale: Some(1.0),
+            fixed_subset_share: None,
+            chosen_because: "the kernel's own active list: no calibration trial completed a whole \
+                             epoch with the cache steady within its longest duration, so none measured \
+                             what the cache keeps"
+                .into(),
             points,
         });
         return Ok(out);
     }
-    let share = fit_fixed_subset_share(
+    let scale = data.two_lists.fit_scale(
         &points
             .iter()
-            .map(|p| (p.lru, p.fixed_subset, p.measured))
+            .map(|p| (p.cache_bytes, p.measured))
             .collect::<Vec<_>>(),
     );
     for p in &mut points {
-        p.fitted = between_lru_and_fixed_subset(p.lru, p.fixed_subset, share);
+        p.fitted = data.two_lists.hit_ratio(p.cache_bytes, scale);
     }
     let rms = |f: &dyn Fn(&CalibrationPoint) -> f64| {
         (points
@@ -132,6 +135,17 @@ pub(super) fn calibrate(
             / points.len() as f64)
             .sqrt()
     };
+    let kernel: Vec<f64> = points
+        .iter()
+        .map(|p| data.two_lists.hit_ratio(p.cache_bytes, 1.0))
+        .collect();
+    let rms_kernel = (points
+        .iter()
+        .zip(&kernel)
+        .map(|(p, k)| (k - p.measured).powi(2))
+        .sum::<f64>()
+        / points.len() as f64)
+        .sqrt();
     let measured: Vec<String> = points
         .iter()
         .map(|p| {
@@ -144,15 +158,21 @@ pub(super) fn calibrate(
             )
         })
         .collect();
+    let share = active_share(points[0].cache_bytes, scale);
     out.fit = Some(HitCurveFit {
         family: HIT_CURVE_FAMILY.into(),
-        fixed_subset_share: share,
+        active_list_scale: Some(scale),
+        fixed_subset_share: None,
         chosen_because: format!(
-            "hit ratio measured by {} calibration trial(s): {}; LRU plus {:.0}% of the gap to a fixed subset fits with rms error {:.3}, against {:.3} for LRU alone and {:.3} for a fixed subset",
+            "hit ratio measured by {} calibration trial(s): {}; the kernel's two lists with the active \
+             list at {:.0}% of the cache ({:.2}x the kernel's ratio) fit with rms error {:.3}, against \
+             {:.3} at the kernel's own ratio, {:.3} for LRU and {:.3} for a fixed subset",
             points.len(),
             measured.join("; "),
             100.0 * share,
+            scale,
             rms(&|p| p.fitted),
+            rms_kernel,
             rms(&|p| p.lru),
             rms(&|p| p.fixed_subset),
         ),

@@ -22,6 +22,24 @@ fn footprint_of_peak(peak: u64) -> u64 {
     peak + FOOTPRINT_SLACK_BYTES.max((peak as f64 * FOOTPRINT_SLACK_SHARE) as u64)
 }
 
+/// What stays resident besides the cache at each core count, from the peaks `(cores, bytes)` in order of
+/// cores: each peak, but never more than at more cores. A peak above the next core count's is a start-up
+/// transient, not what a memory limit squeezes the cache around (seen: image peaked at 58 MiB at half a
+/// core against 39 at one, and kept 40 resident at both under a limit; docs/profile-format.md).
+fn resident_of_peaks(peaks: &[(f64, f64)]) -> Vec<FootprintPoint> {
+    let mut out: Vec<FootprintPoint> = Vec::with_capacity(peaks.len());
+    let mut least = f64::INFINITY;
+    for &(cpus, bytes) in peaks.iter().rev() {
+        least = least.min(bytes);
+        out.push(FootprintPoint {
+            cpus,
+            bytes: least as u64,
+        });
+    }
+    out.reverse();
+    out
+}
+
 /// What the CPU sweep found.
 pub(super) struct Sweep {
     /// Throughput at each measured core count.
@@ -30,6 +48,9 @@ pub(super) struct Sweep {
     pub(super) cost: Vec<CostPoint>,
     /// The footprint at each measured core count, bytes (slack included).
     pub(super) footprint_points: Vec<FootprintPoint>,
+    /// What stays resident besides the cache at each measured core count, bytes
+    /// ([`resident_of_peaks`]).
+    pub(super) resident_points: Vec<FootprintPoint>,
     /// The most memory any CPU trial used besides its cache, bytes.
     pub(super) footprint: Option<u64>,
     /// The speed probe's mean on each trial's first core, operations per CPU-second, where read.
@@ -44,6 +65,15 @@ impl Sweep {
     pub(super) fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
         let fallback = self.footprint.unwrap_or(floor);
         (crate::stall::footprint_at(&self.footprint_points, fallback, cpus) as u64).max(floor)
+    }
+
+    /// What stays resident besides the cache at `cpus` (interpolated), bytes: the cache a memory limit
+    /// leaves is the limit less this; the footprint where none was measured.
+    pub(super) fn resident_at(&self, cpus: f64, floor: u64) -> u64 {
+        if self.resident_points.is_empty() {
+            return self.footprint_at(cpus, floor);
+        }
+        crate::stall::footprint_at(&self.resident_points, 0, cpus) as u64
     }
 
     /// The speed the model's CPU stage was measured at: the median of the sweep's trials' speed probe
@@ -147,6 +177,9 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
                 bytes: footprint_of_peak(b as u64),
             })
             .collect(),
+        resident_points: resident_of_peaks(&by_cores(&|t| {
+            t.telemetry.memory_peak_bytes.map(|b| b as f64)
+        })),
         core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
         footprint: trials
             .iter()
@@ -172,6 +205,14 @@ pub(super) fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_stays_resident_never_exceeds_what_more_cores_keep() {
+        let r = resident_of_peaks(&[(0.5, 58.0), (1.0, 39.0), (1.5, 133.0), (2.0, 130.0)]);
+        let bytes: Vec<u64> = r.iter().map(|p| p.bytes).collect();
+        assert_eq!(bytes, [39, 39, 130, 130]);
+        assert_eq!(r[2].cpus, 1.5);
+    }
 
     #[test]
     fn the_footprint_slack_grows_with_a_large_process() {

@@ -11,7 +11,7 @@ use crate::error::InputError;
 use crate::isolate::pagecache;
 use crate::measure::{CacheState, TrialError, TrialResult};
 use crate::profile::file::TrialRole;
-use crate::stall::{CostPoint, FetchModel, HitModel, LruSim, MissCost};
+use crate::stall::{CostPoint, FetchModel, HitModel, LruSim, MissCost, TwoListSim};
 use crate::units::Bytes;
 use crate::workload::dataset::{self, DatasetFiles};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,7 @@ pub(super) struct Data {
     files: DatasetFiles,
     pub(super) bytes: u64,
     pub(super) lru: LruSim,
+    pub(super) two_lists: TwoListSim,
 }
 
 impl Data {
@@ -38,11 +39,12 @@ impl Data {
         let files = dataset::scan(&d.path)
             .map_err(|e| InputError::new(d.path.display().to_string(), e.to_string()))?;
         let bytes = files.total_bytes();
-        let sizes = files.files.iter().map(|(_, b)| *b).collect();
+        let sizes: Vec<u64> = files.files.iter().map(|(_, b)| *b).collect();
         Ok(Some(Data {
             files,
             bytes,
-            lru: LruSim::new(sizes, 1),
+            lru: LruSim::new(sizes.clone(), 1),
+            two_lists: TwoListSim::new(sizes, 1),
         }))
     }
 

@@ -6,9 +6,7 @@ use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
 use crate::profile::file::{FittedModel, HitRatioRow};
-use crate::stall::{
-    between_lru_and_fixed_subset, minio_hit_ratio, CostPoint, MissCost, StallModel,
-};
+use crate::stall::{minio_hit_ratio, CostPoint, MissCost, StallModel};
 
 /// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
 /// the accelerator (at least [`CPU_BOUND`] of G) its loaders idle between batches, and the CPU time per
@@ -70,10 +68,11 @@ pub(super) fn fit(
     });
     let (dataset_bytes, hit_ratios) = match data {
         Some(d) => {
-            let share = calibration
+            let scale = calibration
                 .fit
                 .as_ref()
-                .map_or(0.0, |f| f.fixed_subset_share);
+                .and_then(|f| f.active_list_scale)
+                .unwrap_or(1.0);
             let rows = (0..=40)
                 .map(|k| {
                     let c = d.bytes * k / 40;
@@ -82,7 +81,7 @@ pub(super) fn fit(
                     HitRatioRow {
                         cache_bytes: c,
                         minio,
-                        page_cache: between_lru_and_fixed_subset(lru, minio, share),
+                        page_cache: d.two_lists.hit_ratio(c, scale),
                         lru: Some(lru),
                     }
                 })
@@ -98,6 +97,7 @@ pub(super) fn fit(
             fetch: fetch.model,
             footprint_bytes: sweep.footprint.unwrap_or(floor).max(floor),
             footprint_points: sweep.footprint_points.clone(),
+            resident_points: sweep.resident_points.clone(),
             dataset_bytes,
             hit_model: plan.hit_model,
             miss_cost,

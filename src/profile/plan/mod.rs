@@ -201,6 +201,7 @@ pub fn run_profile(
         warnings: Vec::new(),
         speed: Speed::new(lease.cores().first().copied()),
         busy_host: false,
+        slow_host: false,
     };
     let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(

@@ -2,7 +2,9 @@
 //! workload given longer once, and a trial that other work on the host disturbed run again once the host
 //! quietens, bounded, with what stays disturbed kept for the profile's warnings (docs/architecture.md §4).
 //! A host that does not quieten is not waited on trial after trial: a run under the same load would only be
-//! disturbed again.
+//! disturbed again. Likewise a host whose cores stay slow (the machine under this one busy, nothing to wait
+//! for here): once a trial stayed slow through all its runs, later ones that are only slow are not run
+//! again until a trial runs at full speed.
 
 use super::journal::{key_of, Journal};
 use super::ProfileRunError;
@@ -37,6 +39,9 @@ pub(super) struct Runner<'a> {
     pub(super) speed: Speed,
     /// The host did not quieten within a wait during this profile.
     pub(super) busy_host: bool,
+    /// A trial stayed slow by the speed probe alone through all its runs, and none ran at full speed
+    /// since.
+    pub(super) slow_host: bool,
 }
 
 /// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
@@ -60,10 +65,11 @@ impl Speed {
     }
 
     /// Marks `r` disturbed when its core ran slow against the fastest this profile has seen (a trial
-    /// that ran slow throughout has no fast reading of its own to compare with).
-    fn judge(&mut self, r: &mut TrialResult) {
+    /// that ran slow throughout has no fast reading of its own to compare with), and says whether it
+    /// did: that is, whether the trial was disturbed by its core's speed alone.
+    fn judge(&mut self, r: &mut TrialResult) -> bool {
         let Some(d) = r.disturbance.as_mut() else {
-            return;
+            return false;
         };
         self.best_probe = self
             .best_probe
@@ -75,8 +81,9 @@ impl Speed {
                     "its core ran {:.0}% below the fastest this profile has seen, by the speed probe, though no other work showed on it (the machine under this one is busy)",
                     100.0 * (1.0 - s / self.best_probe)
                 ));
+                true
             }
-            _ => {}
+            _ => false,
         }
     }
 }
@@ -104,6 +111,7 @@ impl Runner<'_> {
             memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
         );
         let mut attempts = 0;
+        let mut slow_runs = 0;
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
@@ -120,11 +128,20 @@ impl Runner<'_> {
                 }
                 r => r?,
             };
-            self.speed.judge(&mut r);
+            let slow = self.speed.judge(&mut r);
+            slow_runs += u32::from(slow);
             let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
+                self.slow_host = false;
                 break r;
             };
+            if slow && self.slow_host {
+                self.warnings.push(format!(
+                    "the {what} stayed disturbed: {reason}; it was not run again, since the host's cores have run this slow since an earlier trial stayed slow through {MAX_ATTEMPTS} runs"
+                ));
+                break r;
+            }
             if attempts >= MAX_ATTEMPTS {
+                self.slow_host |= slow_runs == attempts;
                 self.warnings.push(format!(
                     "the {what} stayed disturbed after {attempts} runs: {reason}"
                 ));
