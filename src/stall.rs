@@ -157,26 +157,32 @@ pub fn minio_hit_ratio(cache_bytes: f64, dataset_bytes: f64) -> f64 {
     (cache_bytes / dataset_bytes).clamp(0.0, 1.0)
 }
 
-/// Steady-state hit ratio of an LRU cache under per-epoch random permutations of items of the given
-/// sizes, by simulation. Results are memoized per capacity.
+/// Steady-state hit ratios of a cache under per-epoch random permutations of items of the given sizes,
+/// by simulation: LRU ([`CacheSim::lru`]) and the kernel's two page-cache lists
+/// ([`CacheSim::two_lists`]). Results are memoized per capacity (and scale).
 #[derive(Debug, Clone)]
-pub struct LruSim {
+pub struct CacheSim {
     sizes: Vec<u64>,
     total: u64,
     seed: u64,
-    memo: HashMap<u64, f64>,
+    /// Keyed by capacity and, for the two lists, the scale in steps of 1e-4.
+    memo: HashMap<(u64, Option<u64>), f64>,
 }
 
-/// Epochs simulated before counting (the first one only fills the cache).
+/// Epochs LRU is simulated before counting (the first one only fills the cache).
 const LRU_WARM_EPOCHS: usize = 1;
 /// Epochs counted.
 const LRU_COUNT_EPOCHS: usize = 3;
+/// Epochs the two lists are simulated before counting: they settle over a few epochs, not one.
+const TWO_LIST_WARM_EPOCHS: usize = 3;
+/// Epochs counted.
+const TWO_LIST_COUNT_EPOCHS: usize = 3;
 
-impl LruSim {
+impl CacheSim {
     /// A simulator for items of `sizes` bytes.
     pub fn new(sizes: Vec<u64>, seed: u64) -> Self {
         let total = sizes.iter().sum();
-        LruSim {
+        CacheSim {
             sizes,
             total,
             seed,
@@ -189,20 +195,74 @@ impl LruSim {
         self.total
     }
 
-    /// Hit ratio (by samples) at `cache_bytes` of cache.
-    pub fn hit_ratio(&mut self, cache_bytes: u64) -> f64 {
+    /// LRU's hit ratio (by samples) at `cache_bytes` of cache.
+    pub fn lru(&mut self, cache_bytes: u64) -> f64 {
+        self.memoized(cache_bytes, None, simulate_lru)
+    }
+
+    /// The kernel's two lists' hit ratio (by samples) at `cache_bytes` of cache, the active list's share
+    /// scaled by `scale` (docs/profile-format.md, "The page-cache hit curve"). A read miss enters the
+    /// inactive list; a hit there promotes the item to the active list; reclaim keeps the active list
+    /// within its share ([`active_share`]) by moving its oldest items to the inactive list, and evicts
+    /// the inactive list's oldest; an item read again soon after its eviction (within the active list's
+    /// size of evictions since) goes straight to the active list (refault detection).
+    pub fn two_lists(&mut self, cache_bytes: u64, scale: f64) -> f64 {
+        let share = active_share(cache_bytes, scale);
+        let key = Some((scale.max(0.0) * 1e4).round() as u64);
+        self.memoized(cache_bytes, key, |sizes, capacity, seed| {
+            simulate_two_lists(sizes, capacity, share, seed)
+        })
+    }
+
+    fn memoized(
+        &mut self,
+        cache_bytes: u64,
+        key: Option<u64>,
+        simulate: impl FnOnce(&[u64], u64, u64) -> f64,
+    ) -> f64 {
         if cache_bytes >= self.total {
             return 1.0;
         }
         if cache_bytes == 0 || self.sizes.is_empty() {
             return 0.0;
         }
-        if let Some(&h) = self.memo.get(&cache_bytes) {
-            return h;
+        *self
+            .memo
+            .entry((cache_bytes, key))
+            .or_insert_with(|| simulate(&self.sizes, cache_bytes, self.seed))
+    }
+
+    /// The `scale` that fits measured `(cache_bytes, hit ratio)` points best (least squares), searched
+    /// over active shares of 0 to 0.95 at one GiB's ratio and refined; 1 (the kernel's own ratio) when
+    /// there are no points.
+    pub fn fit_scale(&mut self, points: &[(u64, f64)]) -> f64 {
+        if points.is_empty() {
+            return 1.0;
         }
-        let h = simulate_lru(&self.sizes, cache_bytes, self.seed);
-        self.memo.insert(cache_bytes, h);
-        h
+        let scale_of = |share: f64| share / (1.0 - share);
+        let err = |sim: &mut Self, share: f64| {
+            points
+                .iter()
+                .map(|&(c, h)| (sim.two_lists(c, scale_of(share)) - h).powi(2))
+                .sum::<f64>()
+        };
+        let mut best = (f64::INFINITY, 0.0);
+        for k in 0..=38 {
+            let share = 0.025 * k as f64;
+            let e = err(self, share);
+            if e < best.0 {
+                best = (e, share);
+            }
+        }
+        let centre = best.1;
+        for k in -5..=5 {
+            let share = (centre + 0.005 * k as f64).clamp(0.0, 0.95);
+            let e = err(self, share);
+            if e < best.0 {
+                best = (e, share);
+            }
+        }
+        scale_of(best.1)
     }
 }
 
@@ -298,90 +358,6 @@ pub fn active_share(cache_bytes: u64, scale: f64) -> f64 {
     };
     let r = scale.max(0.0) * ratio;
     r / (1.0 + r)
-}
-
-/// Steady-state hit ratio of the kernel's two page-cache lists under per-epoch random permutations of
-/// items of the given sizes, by simulation (docs/profile-format.md, "The page-cache hit curve"). A read
-/// miss enters the inactive list; a hit there promotes the item to the active list; reclaim keeps the
-/// active list within its share ([`active_share`]) by moving its oldest items to the inactive list, and
-/// evicts the inactive list's oldest; an item read again soon after its eviction (within the active
-/// list's size of evictions since) goes straight to the active list (refault detection). Memoized per
-/// capacity and scale.
-#[derive(Debug, Clone)]
-pub struct TwoListSim {
-    sizes: Vec<u64>,
-    total: u64,
-    seed: u64,
-    memo: HashMap<(u64, u64), f64>,
-}
-
-/// Epochs simulated before counting: the lists settle over a few epochs, not one.
-const TWO_LIST_WARM_EPOCHS: usize = 3;
-/// Epochs counted.
-const TWO_LIST_COUNT_EPOCHS: usize = 3;
-
-impl TwoListSim {
-    /// A simulator for items of `sizes` bytes.
-    pub fn new(sizes: Vec<u64>, seed: u64) -> Self {
-        let total = sizes.iter().sum();
-        TwoListSim {
-            sizes,
-            total,
-            seed,
-            memo: HashMap::new(),
-        }
-    }
-
-    /// Hit ratio (by samples) at `cache_bytes` of cache, with the active list's share scaled by `scale`.
-    pub fn hit_ratio(&mut self, cache_bytes: u64, scale: f64) -> f64 {
-        if cache_bytes >= self.total {
-            return 1.0;
-        }
-        if cache_bytes == 0 || self.sizes.is_empty() {
-            return 0.0;
-        }
-        let key = (cache_bytes, (scale.max(0.0) * 1e4).round() as u64);
-        if let Some(&h) = self.memo.get(&key) {
-            return h;
-        }
-        let share = active_share(cache_bytes, scale);
-        let h = simulate_two_lists(&self.sizes, cache_bytes, share, self.seed);
-        self.memo.insert(key, h);
-        h
-    }
-
-    /// The `scale` that fits measured `(cache_bytes, hit ratio)` points best (least squares), searched
-    /// over active shares of 0 to 0.95 at one GiB's ratio and refined; 1 (the kernel's own ratio) when
-    /// there are no points.
-    pub fn fit_scale(&mut self, points: &[(u64, f64)]) -> f64 {
-        if points.is_empty() {
-            return 1.0;
-        }
-        let scale_of = |share: f64| share / (1.0 - share);
-        let err = |sim: &mut Self, share: f64| {
-            points
-                .iter()
-                .map(|&(c, h)| (sim.hit_ratio(c, scale_of(share)) - h).powi(2))
-                .sum::<f64>()
-        };
-        let mut best = (f64::INFINITY, 0.0);
-        for k in 0..=38 {
-            let share = 0.025 * k as f64;
-            let e = err(self, share);
-            if e < best.0 {
-                best = (e, share);
-            }
-        }
-        let centre = best.1;
-        for k in -5..=5 {
-            let share = (centre + 0.005 * k as f64).clamp(0.0, 0.95);
-            let e = err(self, share);
-            if e < best.0 {
-                best = (e, share);
-            }
-        }
-        scale_of(best.1)
-    }
 }
 
 /// Two intrusive doubly linked lists over item indices, newest at the head: O(1) per move.
@@ -747,23 +723,23 @@ mod tests {
     #[test]
     fn lru_under_shuffling_thrashes_far_below_minio() {
         // MACHINE-NOTES: 20,000 equal items gave 0.035, 0.154, 0.403 at 25/50/75% cached.
-        let mut sim = LruSim::new(vec![1000; 20_000], 1);
+        let mut sim = CacheSim::new(vec![1000; 20_000], 1);
         let d = sim.dataset_bytes() as f64;
         for (frac, want) in [(0.25, 0.035), (0.5, 0.154), (0.75, 0.403)] {
-            let h = sim.hit_ratio((frac * d) as u64);
+            let h = sim.lru((frac * d) as u64);
             assert!((h - want).abs() < 0.02, "{frac}: {h} vs {want}");
             assert!(h < minio_hit_ratio(frac * d, d));
         }
-        assert_eq!(sim.hit_ratio(0), 0.0);
-        assert_eq!(sim.hit_ratio(d as u64), 1.0);
+        assert_eq!(sim.lru(0), 0.0);
+        assert_eq!(sim.lru(d as u64), 1.0);
     }
 
     #[test]
     fn lru_hit_ratio_grows_with_the_cache() {
         let sizes: Vec<u64> = (0..3000).map(|i| 50_000 + (i * 7919 % 120_000)).collect();
-        let mut sim = LruSim::new(sizes, 3);
+        let mut sim = CacheSim::new(sizes, 3);
         let d = sim.dataset_bytes();
-        let hs: Vec<f64> = (0..=10).map(|k| sim.hit_ratio(d * k / 10)).collect();
+        let hs: Vec<f64> = (0..=10).map(|k| sim.lru(d * k / 10)).collect();
         for w in hs.windows(2) {
             assert!(w[1] + 0.01 >= w[0], "{hs:?}");
         }
@@ -946,21 +922,20 @@ mod tests {
     #[test]
     fn the_two_lists_keep_more_than_lru_and_less_than_a_fixed_subset() {
         // 2,000 equal items, 25/50/75% cached, the kernel's own ratio (equal lists below 1 GiB).
-        let mut two = TwoListSim::new(vec![1 << 20; 2000], 1);
-        let mut lru = LruSim::new(vec![1 << 20; 2000], 1);
+        let mut two = CacheSim::new(vec![1 << 20; 2000], 1);
         let mut last = 0.0;
         for pct in [25u64, 50, 75] {
             let c = 2000 * (1 << 20) * pct / 100;
-            let h = two.hit_ratio(c, 1.0);
-            assert!(h > lru.hit_ratio(c) + 0.02, "{pct}%: {h}");
+            let h = two.two_lists(c, 1.0);
+            assert!(h > two.lru(c) + 0.02, "{pct}%: {h}");
             assert!(h < pct as f64 / 100.0 - 0.1, "{pct}%: {h}");
             assert!(h > last);
             last = h;
         }
         // A larger active list keeps more; none at all is LRU within sampling noise.
         let c = 1000 << 20;
-        assert!(two.hit_ratio(c, 1.5) > two.hit_ratio(c, 1.0));
-        assert!((two.hit_ratio(c, 0.0) - lru.hit_ratio(c)).abs() < 0.03);
+        assert!(two.two_lists(c, 1.5) > two.two_lists(c, 1.0));
+        assert!((two.two_lists(c, 0.0) - two.lru(c)).abs() < 0.03);
     }
 
     #[test]
@@ -974,9 +949,9 @@ mod tests {
 
     #[test]
     fn the_active_list_scale_is_fitted_to_a_measured_point() {
-        let mut two = TwoListSim::new(vec![1 << 20; 2000], 1);
+        let mut two = CacheSim::new(vec![1 << 20; 2000], 1);
         let c = 1200 << 20;
-        let measured = two.hit_ratio(c, 1.5);
+        let measured = two.two_lists(c, 1.5);
         let scale = two.fit_scale(&[(c, measured)]);
         assert!((scale / (1.0 + scale) - 0.6).abs() <= 0.03, "{scale}");
         assert_eq!(two.fit_scale(&[]), 1.0);

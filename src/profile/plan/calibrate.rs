@@ -100,7 +100,7 @@ pub(super) fn calibrate(
             memory_gib: mem_gib,
             cache_bytes: cache,
             measured: h,
-            lru: data.lru.hit_ratio(cache),
+            lru: data.sim.lru(cache),
             fixed_subset: minio_hit_ratio(cache as f64, data.bytes as f64),
             fitted: 0.0,
         });
@@ -118,14 +118,14 @@ pub(super) fn calibrate(
         });
         return Ok(out);
     }
-    let scale = data.two_lists.fit_scale(
+    let scale = data.sim.fit_scale(
         &points
             .iter()
             .map(|p| (p.cache_bytes, p.measured))
             .collect::<Vec<_>>(),
     );
     for p in &mut points {
-        p.fitted = data.two_lists.hit_ratio(p.cache_bytes, scale);
+        p.fitted = data.sim.two_lists(p.cache_bytes, scale);
     }
     let rms = |f: &dyn Fn(&CalibrationPoint) -> f64| {
         (points
@@ -137,7 +137,7 @@ pub(super) fn calibrate(
     };
     let kernel: Vec<f64> = points
         .iter()
-        .map(|p| data.two_lists.hit_ratio(p.cache_bytes, 1.0))
+        .map(|p| data.sim.two_lists(p.cache_bytes, 1.0))
         .collect();
     let rms_kernel = (points
         .iter()

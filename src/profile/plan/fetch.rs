@@ -11,7 +11,7 @@ use crate::error::InputError;
 use crate::isolate::pagecache;
 use crate::measure::{CacheState, TrialError, TrialResult};
 use crate::profile::file::TrialRole;
-use crate::stall::{CostPoint, FetchModel, HitModel, LruSim, MissCost, TwoListSim};
+use crate::stall::{CacheSim, CostPoint, FetchModel, HitModel, MissCost};
 use crate::units::Bytes;
 use crate::workload::dataset::{self, DatasetFiles};
 use std::path::{Path, PathBuf};
@@ -26,8 +26,8 @@ const FETCH_BOUND: f64 = 0.95;
 pub(super) struct Data {
     files: DatasetFiles,
     pub(super) bytes: u64,
-    pub(super) lru: LruSim,
-    pub(super) two_lists: TwoListSim,
+    /// The cache simulations on the dataset's file sizes.
+    pub(super) sim: CacheSim,
 }
 
 impl Data {
@@ -39,12 +39,11 @@ impl Data {
         let files = dataset::scan(&d.path)
             .map_err(|e| InputError::new(d.path.display().to_string(), e.to_string()))?;
         let bytes = files.total_bytes();
-        let sizes: Vec<u64> = files.files.iter().map(|(_, b)| *b).collect();
+        let sizes = files.files.iter().map(|(_, b)| *b).collect();
         Ok(Some(Data {
             files,
             bytes,
-            lru: LruSim::new(sizes.clone(), 1),
-            two_lists: TwoListSim::new(sizes, 1),
+            sim: CacheSim::new(sizes, 1),
         }))
     }
 

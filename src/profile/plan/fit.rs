@@ -77,11 +77,11 @@ pub(super) fn fit(
                 .map(|k| {
                     let c = d.bytes * k / 40;
                     let minio = minio_hit_ratio(c as f64, d.bytes as f64);
-                    let lru = d.lru.hit_ratio(c);
+                    let lru = d.sim.lru(c);
                     HitRatioRow {
                         cache_bytes: c,
                         minio,
-                        page_cache: d.two_lists.hit_ratio(c, scale),
+                        page_cache: d.sim.two_lists(c, scale),
                         lru: Some(lru),
                     }
                 })
