@@ -268,72 +268,49 @@ impl CacheSim {
 
 const NIL: u32 = u32::MAX;
 
-/// An intrusive doubly linked LRU list over item indices: O(1) per access.
+/// LRU is one list of [`TwoLists`]: a hit moves the item to the head, a miss enters there, and the tail
+/// is evicted while the cache is over capacity.
 fn simulate_lru(sizes: &[u64], capacity: u64, seed: u64) -> f64 {
+    let mut list = TwoLists::new(sizes.len());
+    let epochs = (LRU_WARM_EPOCHS, LRU_COUNT_EPOCHS);
+    hit_ratio_under_shuffling(sizes.len(), seed, epochs, |i| {
+        let size = sizes[i];
+        let hit = list.on[i] == INACTIVE;
+        if hit {
+            list.unlink(i, size);
+        } else if size > capacity {
+            return false;
+        }
+        list.push(INACTIVE, i, size);
+        while list.bytes[INACTIVE as usize] > capacity {
+            let t = list.tail[INACTIVE as usize] as usize;
+            list.unlink(t, sizes[t]);
+        }
+        hit
+    })
+}
+
+/// The share of accesses `access` (given an item, says whether it hit) calls hits over `epochs.1`
+/// epochs of a fresh random permutation of `n` items each, after `epochs.0` epochs not counted.
+fn hit_ratio_under_shuffling(
+    n: usize,
+    seed: u64,
+    epochs: (usize, usize),
+    mut access: impl FnMut(usize) -> bool,
+) -> f64 {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
-    let n = sizes.len();
-    let mut prev = vec![NIL; n];
-    let mut next = vec![NIL; n];
-    let mut cached = vec![false; n];
-    let (mut head, mut tail) = (NIL, NIL);
-    let mut used = 0u64;
     let mut order: Vec<u32> = (0..n as u32).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (mut hits, mut lookups) = (0u64, 0u64);
-    for epoch in 0..LRU_WARM_EPOCHS + LRU_COUNT_EPOCHS {
+    for epoch in 0..epochs.0 + epochs.1 {
         order.shuffle(&mut rng);
-        let counting = epoch >= LRU_WARM_EPOCHS;
+        let counting = epoch >= epochs.0;
         for &i in &order {
-            let iu = i as usize;
-            if cached[iu] {
-                if counting {
-                    hits += 1;
-                }
-                // Unlink, then push to the front below.
-                let (p, nx) = (prev[iu], next[iu]);
-                if p != NIL {
-                    next[p as usize] = nx;
-                } else {
-                    head = nx;
-                }
-                if nx != NIL {
-                    prev[nx as usize] = p;
-                } else {
-                    tail = p;
-                }
-            } else {
-                if sizes[iu] > capacity {
-                    if counting {
-                        lookups += 1;
-                    }
-                    continue;
-                }
-                cached[iu] = true;
-                used += sizes[iu];
-                while used > capacity && tail != NIL {
-                    let t = tail as usize;
-                    tail = prev[t];
-                    if tail != NIL {
-                        next[tail as usize] = NIL;
-                    } else {
-                        head = NIL;
-                    }
-                    cached[t] = false;
-                    used -= sizes[t];
-                }
-            }
+            let hit = access(i as usize);
             if counting {
                 lookups += 1;
-            }
-            prev[iu] = NIL;
-            next[iu] = head;
-            if head != NIL {
-                prev[head as usize] = i;
-            }
-            head = i;
-            if tail == NIL {
-                tail = i;
+                hits += u64::from(hit);
             }
         }
     }
@@ -420,76 +397,52 @@ impl TwoLists {
 }
 
 fn simulate_two_lists(sizes: &[u64], capacity: u64, share: f64, seed: u64) -> f64 {
-    use rand::seq::SliceRandom;
-    use rand::SeedableRng;
-    let n = sizes.len();
-    let mut lists = TwoLists::new(n);
+    let mut lists = TwoLists::new(sizes.len());
     // Eviction age (bytes evicted or activated so far) at each item's eviction: the shadow entry.
-    let mut shadow: Vec<Option<u64>> = vec![None; n];
+    let mut shadow: Vec<Option<u64>> = vec![None; sizes.len()];
     let mut age = 0u64;
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let (mut hits, mut lookups) = (0u64, 0u64);
-    for epoch in 0..TWO_LIST_WARM_EPOCHS + TWO_LIST_COUNT_EPOCHS {
-        order.shuffle(&mut rng);
-        let counting = epoch >= TWO_LIST_WARM_EPOCHS;
-        for &i in &order {
-            let (iu, size) = (i as usize, sizes[i as usize]);
-            if counting {
-                lookups += 1;
-            }
-            match lists.on[iu] {
-                ACTIVE => {
-                    if counting {
-                        hits += 1;
-                    }
-                    continue;
-                }
-                INACTIVE => {
-                    if counting {
-                        hits += 1;
-                    }
-                    lists.unlink(iu, size);
-                    lists.push(ACTIVE, iu, size);
-                    age += size;
-                    continue;
-                }
-                _ => {}
-            }
-            if size > capacity {
-                continue;
-            }
-            let refault = shadow[iu]
-                .take()
-                .is_some_and(|at| age - at <= lists.bytes[ACTIVE as usize]);
-            if refault {
-                lists.push(ACTIVE, iu, size);
+    let epochs = (TWO_LIST_WARM_EPOCHS, TWO_LIST_COUNT_EPOCHS);
+    hit_ratio_under_shuffling(sizes.len(), seed, epochs, |i| {
+        let size = sizes[i];
+        match lists.on[i] {
+            ACTIVE => return true,
+            INACTIVE => {
+                lists.unlink(i, size);
+                lists.push(ACTIVE, i, size);
                 age += size;
-            } else {
-                lists.push(INACTIVE, iu, size);
+                return true;
             }
-            while lists.bytes[0] + lists.bytes[1] > capacity {
-                let total = (lists.bytes[0] + lists.bytes[1]) as f64;
-                while lists.tail[ACTIVE as usize] != NIL
-                    && (lists.bytes[ACTIVE as usize] as f64 > share * total
-                        || lists.tail[INACTIVE as usize] == NIL)
-                {
-                    let t = lists.tail[ACTIVE as usize] as usize;
-                    lists.unlink(t, sizes[t]);
-                    lists.push(INACTIVE, t, sizes[t]);
-                }
-                let t = lists.tail[INACTIVE as usize] as usize;
-                lists.unlink(t, sizes[t]);
-                shadow[t] = Some(age);
-                age += sizes[t];
-            }
+            _ => {}
         }
-    }
-    if lookups == 0 {
-        0.0
-    } else {
-        hits as f64 / lookups as f64
-    }
+        if size > capacity {
+            return false;
+        }
+        let refault = shadow[i]
+            .take()
+            .is_some_and(|at| age - at <= lists.bytes[ACTIVE as usize]);
+        if refault {
+            lists.push(ACTIVE, i, size);
+            age += size;
+        } else {
+            lists.push(INACTIVE, i, size);
+        }
+        while lists.bytes[0] + lists.bytes[1] > capacity {
+            let total = (lists.bytes[0] + lists.bytes[1]) as f64;
+            while lists.tail[ACTIVE as usize] != NIL
+                && (lists.bytes[ACTIVE as usize] as f64 > share * total
+                    || lists.tail[INACTIVE as usize] == NIL)
+            {
+                let t = lists.tail[ACTIVE as usize] as usize;
+                lists.unlink(t, sizes[t]);
+                lists.push(INACTIVE, t, sizes[t]);
+            }
+            let t = lists.tail[INACTIVE as usize] as usize;
+            lists.unlink(t, sizes[t]);
+            shadow[t] = Some(age);
+            age += sizes[t];
+        }
+        false
+    })
 }
 
 /// The fitted model of one workload.
