@@ -127,25 +127,21 @@ pub(super) fn calibrate(
     for p in &mut points {
         p.fitted = data.sim.two_lists(p.cache_bytes, scale);
     }
-    let rms = |f: &dyn Fn(&CalibrationPoint) -> f64| {
+    // Root-mean-square error of one candidate curve's hit ratios, point by point, against the measured.
+    let rms = |predicted: &[f64]| {
         (points
             .iter()
-            .map(|p| (f(p) - p.measured).powi(2))
+            .zip(predicted)
+            .map(|(p, h)| (h - p.measured).powi(2))
             .sum::<f64>()
             / points.len() as f64)
             .sqrt()
     };
+    let of = |f: fn(&CalibrationPoint) -> f64| points.iter().map(f).collect::<Vec<_>>();
     let kernel: Vec<f64> = points
         .iter()
         .map(|p| data.sim.two_lists(p.cache_bytes, 1.0))
         .collect();
-    let rms_kernel = (points
-        .iter()
-        .zip(&kernel)
-        .map(|(p, k)| (k - p.measured).powi(2))
-        .sum::<f64>()
-        / points.len() as f64)
-        .sqrt();
     let measured: Vec<String> = points
         .iter()
         .map(|p| {
@@ -171,10 +167,10 @@ pub(super) fn calibrate(
             measured.join("; "),
             100.0 * share,
             scale,
-            rms(&|p| p.fitted),
-            rms_kernel,
-            rms(&|p| p.lru),
-            rms(&|p| p.fixed_subset),
+            rms(&of(|p| p.fitted)),
+            rms(&kernel),
+            rms(&of(|p| p.lru)),
+            rms(&of(|p| p.fixed_subset)),
         ),
         points,
     });

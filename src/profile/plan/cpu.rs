@@ -153,6 +153,7 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
         v.dedup_by(|a, b| a.0 == b.0);
         v
     };
+    let peaks = by_cores(&|t| t.telemetry.memory_peak_bytes.map(|b| b as f64));
     Ok(Sweep {
         curve: CpuCurve::new(
             by_cores(&|t| Some(t.throughput.samples_per_s))
@@ -170,16 +171,14 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
                 cpu_s_per_sample,
             })
             .collect(),
-        footprint_points: by_cores(&|t| t.telemetry.memory_peak_bytes.map(|b| b as f64))
-            .into_iter()
-            .map(|(cpus, b)| FootprintPoint {
+        footprint_points: peaks
+            .iter()
+            .map(|&(cpus, b)| FootprintPoint {
                 cpus,
                 bytes: footprint_of_peak(b as u64),
             })
             .collect(),
-        resident_points: resident_of_peaks(&by_cores(&|t| {
-            t.telemetry.memory_peak_bytes.map(|b| b as f64)
-        })),
+        resident_points: resident_of_peaks(&peaks),
         core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
         footprint: trials
             .iter()
