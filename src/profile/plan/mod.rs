@@ -44,7 +44,7 @@ use discover::discover;
 use fetch::{cold_fetch, Data, Fetch};
 use fit::fit;
 use journal::Journal;
-use runner::{Runner, Speed};
+use runner::{Runner, SlowHost, Speed};
 use validate::{summarize, validate, Predictor};
 
 use super::file::{DatasetInfo, Profile, ProfileError, ServerShape, WorkloadInfo, SCHEMA};
@@ -201,7 +201,7 @@ pub fn run_profile(
         warnings: Vec::new(),
         speed: Speed::new(lease.cores().first().copied()),
         busy_host: false,
-        slow_host: false,
+        slow_host: SlowHost::default(),
     };
     let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     bar.set_length(

@@ -39,9 +39,8 @@ pub(super) struct Runner<'a> {
     pub(super) speed: Speed,
     /// The host did not quieten within a wait during this profile.
     pub(super) busy_host: bool,
-    /// A trial stayed slow by the speed probe alone through all its runs, and none ran at full speed
-    /// since.
-    pub(super) slow_host: bool,
+    /// Whether the host's cores stay slow.
+    pub(super) slow_host: SlowHost,
 }
 
 /// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
@@ -130,23 +129,15 @@ impl Runner<'_> {
             };
             let slow = self.speed.judge(&mut r);
             slow_runs += u32::from(slow);
-            let Some(reason) = r.disturbance.as_ref().and_then(|d| d.reason.clone()) else {
-                self.slow_host = false;
-                break r;
-            };
-            if slow && self.slow_host {
-                self.warnings.push(format!(
-                    "the {what} stayed disturbed: {reason}; it was not run again, since the host's cores have run this slow since an earlier trial stayed slow through {MAX_ATTEMPTS} runs"
-                ));
+            let reason = r.disturbance.as_ref().and_then(|d| d.reason.clone());
+            if let AfterRun::Keep { warning } =
+                self.slow_host
+                    .after_run(&what, attempts, slow_runs, slow, reason.as_deref())
+            {
+                self.warnings.extend(warning);
                 break r;
             }
-            if attempts >= MAX_ATTEMPTS {
-                self.slow_host |= slow_runs == attempts;
-                self.warnings.push(format!(
-                    "the {what} stayed disturbed after {attempts} runs: {reason}"
-                ));
-                break r;
-            }
+            let reason = reason.unwrap_or_default();
             self.bar.set_message(format!(
                 "{what} was disturbed ({reason}); waiting for a quiet host"
             ));
@@ -185,6 +176,52 @@ impl Runner<'_> {
     }
 }
 
+/// What becomes of a trial's run.
+#[derive(Debug, PartialEq)]
+enum AfterRun {
+    /// It is the trial's result, with what the profile must warn of when it stayed disturbed.
+    Keep { warning: Option<String> },
+    /// It was disturbed and may be run again once the host quietens.
+    RunAgain,
+}
+
+/// Whether the host's cores stay slow: a trial stayed slow by the speed probe alone through all its runs,
+/// and none has run at full speed since. Then a trial that is only slow is kept after one run, since
+/// running it again would find the same cores.
+#[derive(Debug, Default)]
+pub(super) struct SlowHost(bool);
+
+impl SlowHost {
+    /// Whether a trial's run is kept or run again, from what disturbed it (`reason`, `None` when
+    /// nothing did), whether that was its core's speed alone (`slow`), and its runs so far.
+    fn after_run(
+        &mut self,
+        what: &str,
+        attempts: u32,
+        slow_runs: u32,
+        slow: bool,
+        reason: Option<&str>,
+    ) -> AfterRun {
+        let Some(reason) = reason else {
+            self.0 = false;
+            return AfterRun::Keep { warning: None };
+        };
+        let warning = if slow && self.0 {
+            format!(
+                "the {what} stayed disturbed: {reason}; it was not run again, since the host's cores have run this slow since an earlier trial stayed slow through {MAX_ATTEMPTS} runs"
+            )
+        } else if attempts >= MAX_ATTEMPTS {
+            self.0 |= slow_runs == attempts;
+            format!("the {what} stayed disturbed after {attempts} runs: {reason}")
+        } else {
+            return AfterRun::RunAgain;
+        };
+        AfterRun::Keep {
+            warning: Some(warning),
+        }
+    }
+}
+
 fn role_name(role: TrialRole) -> &'static str {
     match role {
         TrialRole::Discovery => "discovery",
@@ -217,4 +254,53 @@ fn wait_for_quiet(cores: &[usize], wait: Duration, cancel: &Cancel) -> bool {
         before = now;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLOW: Option<&str> = Some("its core ran 20% below the fastest");
+    const BUSY: Option<&str> = Some("other work ran on its cores");
+
+    /// Runs one trial's runs, each disturbed as `runs` says (`(slow, reason)`), through `host` until one
+    /// is kept; returns how many runs that took and whether a warning was kept with it.
+    fn trial(host: &mut SlowHost, runs: &[(bool, Option<&str>)]) -> (u32, bool) {
+        let mut slow_runs = 0;
+        for (i, &(slow, reason)) in runs.iter().enumerate() {
+            let attempts = i as u32 + 1;
+            slow_runs += u32::from(slow);
+            if let AfterRun::Keep { warning } =
+                host.after_run("cpu trial", attempts, slow_runs, slow, reason)
+            {
+                return (attempts, warning.is_some());
+            }
+        }
+        panic!("the trial was never kept after {} runs", runs.len());
+    }
+
+    #[test]
+    fn a_host_whose_cores_stay_slow_is_not_waited_on_until_a_trial_runs_at_full_speed() {
+        let mut host = SlowHost::default();
+        let slow = [(true, SLOW); MAX_ATTEMPTS as usize];
+        // A slow trial is run again, and kept with a warning after its last run.
+        assert_eq!(trial(&mut host, &slow), (MAX_ATTEMPTS, true));
+        // From then on a trial that is only slow is kept after one run, warned of.
+        assert_eq!(trial(&mut host, &slow), (1, true));
+        assert_eq!(trial(&mut host, &slow), (1, true));
+        // Other work on its cores is still waited for and the trial run again; a slow run then is kept.
+        assert_eq!(trial(&mut host, &[(false, BUSY), (true, SLOW)]), (2, true));
+        // A trial at full speed ends the slow spell: the next slow one is run again.
+        assert_eq!(trial(&mut host, &[(false, None)]), (1, false));
+        assert_eq!(trial(&mut host, &[(true, SLOW), (false, None)]), (2, false));
+    }
+
+    #[test]
+    fn a_trial_disturbed_by_other_work_does_not_mark_the_cores_slow() {
+        let mut host = SlowHost::default();
+        let mixed = [(true, SLOW), (false, BUSY), (true, SLOW)];
+        assert_eq!(trial(&mut host, &mixed), (MAX_ATTEMPTS, true));
+        // Not every run was slow by the probe alone, so the next slow trial is run again.
+        assert_eq!(trial(&mut host, &[(true, SLOW), (false, None)]), (2, false));
+    }
 }
