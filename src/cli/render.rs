@@ -88,7 +88,13 @@ pub(super) fn render_trial(r: &TrialResult) -> String {
             "  page cache   peak {}{}",
             Bytes(c),
             tel.memory_peak_bytes
-                .map(|m| format!(" (memory peak {})", Bytes(m)))
+                .map(|m| format!(
+                    " (memory peak {}{})",
+                    Bytes(m),
+                    tel.resident_peak_bytes
+                        .map(|r| format!(", {} besides page cache", Bytes(r)))
+                        .unwrap_or_default()
+                ))
                 .unwrap_or_default()
         );
     }

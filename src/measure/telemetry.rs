@@ -25,6 +25,12 @@ pub struct Telemetry {
     pub page_cache_peak_bytes: Option<u64>,
     /// Largest memory (resident plus cache) charged to the domain during the trial.
     pub memory_peak_bytes: Option<u64>,
+    /// Largest memory charged to the domain besides its page cache, from one reading of both: what a
+    /// memory limit cannot reclaim. Files the job itself reads first (PyTorch's libraries, about 1 GiB,
+    /// charged to whichever trial loads them first) are page cache, not resident. Absent before schema
+    /// 1.6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_peak_bytes: Option<u64>,
     /// Application-cache hits and misses the workload reported after warm-up.
     pub app_cache: Option<AppCacheCounts>,
     /// GPU figures, when NVML found a GPU.
@@ -145,6 +151,8 @@ pub struct Peaks {
     pub page_cache_bytes: Option<u64>,
     /// Largest memory seen.
     pub memory_bytes: Option<u64>,
+    /// Largest memory less page cache in one reading.
+    pub resident_bytes: Option<u64>,
 }
 
 impl Peaks {
@@ -156,6 +164,10 @@ impl Peaks {
         };
         self.page_cache_bytes = max(self.page_cache_bytes, s.page_cache_bytes);
         self.memory_bytes = max(self.memory_bytes, s.memory_bytes);
+        let resident = s
+            .memory_bytes
+            .map(|m| m.saturating_sub(s.page_cache_bytes.unwrap_or(0)));
+        self.resident_bytes = max(self.resident_bytes, resident);
     }
 }
 
@@ -182,5 +194,23 @@ mod tests {
         }
         assert_eq!(p.page_cache_bytes, Some(9));
         assert_eq!(p.memory_bytes, None);
+        assert_eq!(p.resident_bytes, None);
+    }
+
+    #[test]
+    fn the_resident_peak_takes_cache_from_the_same_reading() {
+        // A job that loads 1000 of library pages, then grows its heap to 400 while they are reclaimed:
+        // its peak besides page cache is 400, not the whole peak 1100 less the cache peak 1000.
+        let mut p = Peaks::default();
+        for (memory, cache) in [(1100, 1000), (600, 300), (450, 50)] {
+            p.observe(&DomainStats {
+                memory_bytes: Some(memory),
+                page_cache_bytes: Some(cache),
+                ..Default::default()
+            });
+        }
+        assert_eq!(p.memory_bytes, Some(1100));
+        assert_eq!(p.page_cache_bytes, Some(1000));
+        assert_eq!(p.resident_bytes, Some(400));
     }
 }

@@ -96,6 +96,7 @@ pub(super) fn summarize(
             .map(|r| r / estimate.samples_per_s),
         page_cache_peak_bytes: peaks.page_cache_bytes,
         memory_peak_bytes: peaks.memory_bytes,
+        resident_peak_bytes: peaks.resident_bytes,
         app_cache,
         gpu: gpu.map(|g| g.summary()),
     }

@@ -22,6 +22,16 @@ fn footprint_of_peak(peak: u64) -> u64 {
     peak + FOOTPRINT_SLACK_BYTES.max((peak as f64 * FOOTPRINT_SLACK_SHARE) as u64)
 }
 
+/// The most memory a cached trial kept besides its page cache, bytes: with the dataset cached outside
+/// its domain, any page cache charged to it is the job's own files (PyTorch's libraries, charged to the
+/// first trial that loads them), which a memory limit reclaims like the dataset's. Trials journaled
+/// before schema 1.6 have only their memory peak.
+fn resident_peak(t: &TrialResult) -> Option<u64> {
+    t.telemetry
+        .resident_peak_bytes
+        .or(t.telemetry.memory_peak_bytes)
+}
+
 /// What stays resident besides the cache at each core count, from the peaks `(cores, bytes)` in order of
 /// cores: each peak, but never more than at more cores. A peak above the next core count's is a start-up
 /// transient, not what a memory limit squeezes the cache around (seen: image peaked at 58 MiB at half a
@@ -153,7 +163,7 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
         v.dedup_by(|a, b| a.0 == b.0);
         v
     };
-    let peaks = by_cores(&|t| t.telemetry.memory_peak_bytes.map(|b| b as f64));
+    let peaks = by_cores(&|t| resident_peak(t).map(|b| b as f64));
     Ok(Sweep {
         curve: CpuCurve::new(
             by_cores(&|t| Some(t.throughput.samples_per_s))
@@ -182,7 +192,7 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
         core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
         footprint: trials
             .iter()
-            .filter_map(|t| t.telemetry.memory_peak_bytes)
+            .filter_map(|t| resident_peak(t))
             .max()
             .map(footprint_of_peak),
         first: trials
