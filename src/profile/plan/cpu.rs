@@ -61,8 +61,6 @@ pub(super) struct Sweep {
     /// What stays resident besides the cache at each measured core count, bytes
     /// ([`resident_of_peaks`]).
     pub(super) resident_points: Vec<FootprintPoint>,
-    /// The most memory any CPU trial used besides its cache, bytes.
-    pub(super) footprint: Option<u64>,
     /// The speed probe's mean on each trial's first core, operations per CPU-second, where read.
     pub(super) core_speed: Vec<(f64, f64)>,
     /// The first CPU trial, for the dataset it found.
@@ -70,10 +68,15 @@ pub(super) struct Sweep {
 }
 
 impl Sweep {
+    /// The most memory any CPU trial used besides its cache, slack included, bytes.
+    pub(super) fn footprint(&self) -> Option<u64> {
+        self.footprint_points.iter().map(|p| p.bytes).max()
+    }
+
     /// The footprint at `cpus` (interpolated between the swept core counts), bytes, never below the
     /// spec's `floor`.
     pub(super) fn footprint_at(&self, cpus: f64, floor: u64) -> u64 {
-        let fallback = self.footprint.unwrap_or(floor);
+        let fallback = self.footprint().unwrap_or(floor);
         (crate::stall::footprint_at(&self.footprint_points, fallback, cpus) as u64).max(floor)
     }
 
@@ -190,11 +193,6 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
             .collect(),
         resident_points: resident_of_peaks(&peaks),
         core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
-        footprint: trials
-            .iter()
-            .filter_map(|t| resident_peak(t))
-            .max()
-            .map(footprint_of_peak),
         first: trials
             .first()
             .map(|t| (*t).clone())

@@ -95,7 +95,7 @@ pub(super) fn fit(
             accelerator_samples_per_s: g,
             cpu: sweep.curve.clone(),
             fetch: fetch.model,
-            footprint_bytes: sweep.footprint.unwrap_or(floor).max(floor),
+            footprint_bytes: sweep.footprint().unwrap_or(floor).max(floor),
             footprint_points: sweep.footprint_points.clone(),
             resident_points: sweep.resident_points.clone(),
             dataset_bytes,
