@@ -458,7 +458,13 @@ fn an_unmodified_script_is_profiled_completely() {
     assert!(mem.windows(2).all(|w| w[0] < w[1]), "{mem:?}");
     // Held-out points under real memory limits, checked against the model.
     assert_eq!(p["validation"].as_array().unwrap().len(), 2, "{printed}");
-    assert!(!trials(&p, "fetch").is_empty());
+    // The cold epoch is the calibration trial's first: a page cache gets no cold trial of its own, and
+    // the storage rate is recorded all the same.
+    assert_eq!(trials(&p, "calibration").len(), 1, "{printed}");
+    assert!(trials(&p, "fetch").is_empty(), "{printed}");
+    assert!(p["model"]["fetch"]["storage_bytes_per_s"]
+        .as_f64()
+        .is_some_and(|b| b > 0.0));
     // What follows compares throughputs: on a host whose other work kept the trials from their cores
     // (the profile lists those that stayed disturbed after their re-runs) the numbers are not this
     // allocation's, so say so and stop.

@@ -1,13 +1,14 @@
-//! Stage 4, the calibration: where the cold and calibration trials run, and for a page-cache workload the
-//! memory-limited trial that fits the kernel's two-list hit curve (the page cache is not LRU,
-//! docs/architecture.md §4).
+//! Stage 4, the calibration: where the cold epoch and the calibration trials run, and for a page-cache
+//! workload the memory-limited trial that fits the kernel's two-list hit curve (the page cache is not
+//! LRU, docs/architecture.md §4) and whose first epoch, started cold, is stage 3's cold epoch.
 
 use super::cpu::Sweep;
 use super::fetch::{Data, Fetch};
 use super::runner::Runner;
 use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
+use crate::measure::TrialError;
 use crate::profile::file::{CalibrationPoint, HitCurveFit, TrialRole};
-use crate::stall::{active_share, minio_hit_ratio, HitModel};
+use crate::stall::{active_share, minio_hit_ratio};
 use crate::units::{Bytes, GIB};
 
 /// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
@@ -30,7 +31,17 @@ pub(super) struct Calibration {
     pub(super) cpu: Vec<(f64, f64)>,
 }
 
-/// Where the cold and calibration trials run, so the CPU they see a miss cost is what slows a
+impl Calibration {
+    /// Nothing calibrated: an application cache, or no dataset.
+    pub(super) fn none() -> Calibration {
+        Calibration {
+            fit: None,
+            cpu: Vec::new(),
+        }
+    }
+}
+
+/// Where the cold epoch and the calibration trials run, so the CPU they see a miss cost is what slows a
 /// CPU-bound job: the most swept whole cores at which the cached pipeline is CPU-bound (whole, so a
 /// loader blocked on a miss idles its core and the wait shows, and no quota makes the epochs noisy),
 /// else the most swept cores that are, else the most cores.
@@ -51,28 +62,28 @@ pub(super) fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
         .unwrap_or(plan.c_max())
 }
 
-/// Stage 4: for a page-cache workload, memory-limited trials at the calibration's cores with the cache
-/// at [`CALIBRATION_FRACTIONS`] of the dataset, measured over whole epochs once the cache is steady.
-/// Their hit ratios (from the storage they read) place the kernel's curve between LRU and a fixed
-/// subset, and their CPU per sample shows what a miss costs under the limit (reclaim included).
+/// Stages 3 and 4 for a page-cache workload: memory-limited trials at the calibration's cores `c` with
+/// the cache at [`CALIBRATION_FRACTIONS`] of the dataset, started cold and measured over whole epochs
+/// once the cache is steady. The first trial's first epoch reads every sample for the first time, so it
+/// is the cold epoch stage 3 needs (the storage rate, the bytes and CPU of a miss), and no cold trial of
+/// its own is run (how closely the two agree: docs/architecture.md §4). The steady epochs' hit ratios (from the
+/// storage they read) place the kernel's curve between LRU and a fixed subset, and their CPU per sample
+/// shows what a miss costs under the limit (reclaim included).
 pub(super) fn calibrate(
     run: &mut Runner,
     plan: &Plan,
     sweep: &Sweep,
-    fetch: &Fetch,
+    c: f64,
     data: &mut Data,
-) -> Result<Calibration, ProfileRunError> {
-    let mut out = Calibration {
-        fit: None,
-        cpu: Vec::new(),
-    };
-    if plan.hit_model != HitModel::PageCache || data.bytes == 0 {
-        return Ok(out);
+) -> Result<(Fetch, Calibration), ProfileRunError> {
+    let mut out = Calibration::none();
+    if data.bytes == 0 {
+        return Ok((Fetch::unmeasured(c, 0.0), out));
     }
-    let c = fetch.cores;
+    let mut fetch = Fetch::probe(c, data);
+    let mut cold_seen = false;
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
     let resident = sweep.resident_at(c, spec_floor(plan.spec));
-    let per_miss = fetch.model.mean_sample_bytes;
     let mut points = Vec::new();
     for x in CALIBRATION_FRACTIONS {
         // The limit leaves at least this cache (the footprint is the safe bound for the limit); the
@@ -82,7 +93,17 @@ pub(super) fn calibrate(
         let mem_gib = (mem as f64 / GIB * 1e4).round() / 1e4;
         let mut r = plan.constrained(c);
         r.mem_limit = Some(Bytes(mem));
-        let t = run.trial(TrialRole::Calibration, Some(mem_gib), r)?;
+        let t = match run.trial(TrialRole::Calibration, Some(mem_gib), r) {
+            Ok(t) => t,
+            // A whole epoch went by before a rate could be estimated: storage is far faster than the
+            // pipeline.
+            Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => continue,
+            Err(e) => return Err(e),
+        };
+        if !cold_seen {
+            fetch.learn_first_epoch(plan, sweep, &t);
+            cold_seen = true;
+        }
         // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
         // longest duration first (an epoch longer than that) measured the cold fill.
         if t.throughput.whole_epochs == 0 {
@@ -91,7 +112,7 @@ pub(super) fn calibrate(
         let Some(read) = t.telemetry.storage_read_bytes_per_sample else {
             continue;
         };
-        let h = (1.0 - read / per_miss).clamp(0.0, 1.0);
+        let h = (1.0 - read / fetch.model.mean_sample_bytes).clamp(0.0, 1.0);
         if let Some(cpu) = cpu_s_per_sample(&t) {
             out.cpu.push((h, sweep.at_sweep_speed(c, &t, cpu)));
         }
@@ -105,6 +126,10 @@ pub(super) fn calibrate(
             fitted: 0.0,
         });
     }
+    if !cold_seen {
+        fetch.no_cold_epoch();
+    }
+    fetch.time_hits(data);
     if points.is_empty() {
         out.fit = Some(HitCurveFit {
             family: HIT_CURVE_FAMILY.into(),
@@ -116,7 +141,7 @@ pub(super) fn calibrate(
                 .into(),
             points,
         });
-        return Ok(out);
+        return Ok((fetch, out));
     }
     let scale = data.sim.fit_scale(
         &points
@@ -174,5 +199,5 @@ pub(super) fn calibrate(
         ),
         points,
     });
-    Ok(out)
+    Ok((fetch, out))
 }

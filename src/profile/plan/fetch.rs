@@ -1,17 +1,19 @@
-//! Stage 3, the fetch: what a miss costs. One cold trial gives the storage rate, the bytes a miss reads
-//! and the CPU it costs; a timed read of evicted files gives how long a miss blocks a loader; a read of
-//! the cached dataset gives the memory bandwidth of hits (F(h) and the miss cost, docs/architecture.md §4).
+//! Stage 3, the fetch: what a miss costs. An epoch that starts cold (every sample a miss) gives the
+//! storage rate, the bytes a miss reads and the CPU it costs. A page-cache workload takes it from the
+//! first epoch of its calibration trial (stage 4), which starts cold; an application cache runs a cold
+//! trial of its own with no room. Beside it, a timed read of evicted files gives how long a miss blocks
+//! a loader, and a read of the cached dataset gives the memory bandwidth of hits (F(h) and the miss
+//! cost, docs/architecture.md §4).
 
 use super::cpu::{cost_at, Sweep};
 use super::runner::Runner;
-use super::{
-    base_request, cpu_s_per_sample, spec_floor, Plan, ProfileRunError, CONSTRAINED_PRECISION,
-};
+use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
 use crate::error::InputError;
 use crate::isolate::pagecache;
+use crate::measure::trial::EpochStats;
 use crate::measure::{CacheState, TrialError, TrialResult};
 use crate::profile::file::TrialRole;
-use crate::stall::{CacheSim, CostPoint, FetchModel, HitModel, MissCost};
+use crate::stall::{CacheSim, CostPoint, FetchModel, MissCost};
 use crate::units::Bytes;
 use crate::workload::dataset::{self, DatasetFiles};
 use std::path::{Path, PathBuf};
@@ -19,8 +21,10 @@ use std::time::Instant;
 
 /// Files read to time a miss's wait.
 const PROBE_FILES: usize = 64;
-/// A cold trial this far below the cached pipeline's rate (misses' CPU included) was held up by storage.
+/// A cold epoch this far below the cached pipeline's rate (misses' CPU included) was held up by storage.
 const FETCH_BOUND: f64 = 0.95;
+/// A cold epoch that read below this share of one stream's rate was not held up by bandwidth.
+const STREAM_SHARE: f64 = 0.8;
 
 /// The dataset's files and what the cache models need of them.
 pub(super) struct Data {
@@ -50,20 +54,58 @@ impl Data {
     fn paths(&self) -> Vec<PathBuf> {
         self.files.paths().map(Path::to_path_buf).collect()
     }
+
+    /// Mean bytes per file: what a miss reads until a cold epoch measures it.
+    fn mean_file_bytes(&self) -> f64 {
+        self.bytes as f64 / self.files.files.len().max(1) as f64
+    }
 }
 
-/// What the cold trial and the read probe found.
+/// What the cold epoch and the read probes found.
 pub(super) struct Fetch {
     pub(super) model: FetchModel,
-    /// The cores the cold trial ran at (the calibration's).
+    /// The cores the cold epoch ran at (the calibration's).
     pub(super) cores: f64,
-    /// CPU-seconds per sample over the cold trial's first epoch (every sample a miss), at the speed
-    /// of the sweep's trial at the same cores ([`Sweep::at_sweep_speed`]).
+    /// CPU-seconds per sample over the cold epoch (every sample a miss), at the speed of the sweep's
+    /// trial at the same cores ([`Sweep::at_sweep_speed`]).
     pub(super) cold_cpu: Option<f64>,
     /// Seconds a loader waits per miss.
     pub(super) wait_s_per_miss: f64,
     /// The storage rate the cold epoch read at, bytes per second.
     pub(super) storage_seen: Option<f64>,
+    /// The timed read of evicted files, if it ran.
+    reads: Option<pagecache::ColdReads>,
+}
+
+/// The numbers of an epoch in which every sample was a miss.
+struct ColdEpoch {
+    samples_per_s: f64,
+    cpu_s_per_sample: Option<f64>,
+    read_bytes_per_sample: Option<f64>,
+}
+
+impl ColdEpoch {
+    /// The first complete epoch of a trial that started cold; a trial that never completed one was in
+    /// its first epoch throughout, so its own window is that epoch.
+    fn first_of(t: &TrialResult) -> ColdEpoch {
+        match t.epochs.first() {
+            Some(e) => ColdEpoch {
+                samples_per_s: e.samples_per_s,
+                cpu_s_per_sample: e.cpu_s_per_sample,
+                read_bytes_per_sample: e.storage_read_bytes_per_sample,
+            },
+            None => ColdEpoch::window_of(t),
+        }
+    }
+
+    /// The measured window of a trial that stopped where its first epoch ended.
+    fn window_of(t: &TrialResult) -> ColdEpoch {
+        ColdEpoch {
+            samples_per_s: t.throughput.samples_per_s,
+            cpu_s_per_sample: cpu_s_per_sample(t),
+            read_bytes_per_sample: t.telemetry.storage_read_bytes_per_sample,
+        }
+    }
 }
 
 impl Fetch {
@@ -80,16 +122,142 @@ impl Fetch {
             cold_cpu: None,
             wait_s_per_miss: 0.0,
             storage_seen: None,
+            reads: None,
+        }
+    }
+
+    /// Before the cold epoch: a timed read of evicted files, spread over the dataset so one
+    /// directory's layout on disk does not decide it. It says how long a miss blocks a loader and how
+    /// fast one stream reads the device.
+    pub(super) fn probe(cores: f64, data: &Data) -> Fetch {
+        let mut f = Fetch::unmeasured(cores, data.mean_file_bytes());
+        let paths = data.paths();
+        let step = (paths.len() / PROBE_FILES).max(1);
+        let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
+        f.reads = pagecache::time_cold_reads(&probe).ok();
+        f.wait_for_reads();
+        f
+    }
+
+    /// A miss waits for the bytes it reads: one file when a sample is a file, a fraction of one when
+    /// samples are cut from shards.
+    fn wait_for_reads(&mut self) {
+        if let Some(reads) = self.reads {
+            self.wait_s_per_miss = reads.wait_s_per_byte() * self.model.mean_sample_bytes;
+        }
+    }
+
+    /// No cold epoch could be measured (a whole epoch went by before a rate could be estimated, so
+    /// storage is far faster than the pipeline): the read probe's rate is a lower bound, all that is
+    /// known.
+    pub(super) fn no_cold_epoch(&mut self) {
+        self.model.storage_bytes_per_s = self.reads.map(|c| c.bytes_per_s());
+        self.model.storage_lower_bound = true;
+    }
+
+    /// What the cold epoch of `trial` (run at [`Fetch::cores`]) says: the bytes a miss really reads
+    /// (readahead and all), the CPU it costs, and the storage rate, measured where storage held the
+    /// epoch up and a lower bound, marked so, where it did not.
+    fn learn(&mut self, plan: &Plan, sweep: &Sweep, trial: &TrialResult, cold: ColdEpoch) {
+        let cores = self.cores;
+        self.cold_cpu = cold
+            .cpu_s_per_sample
+            .map(|c| sweep.at_sweep_speed(cores, trial, c));
+        if let Some(b) = cold.read_bytes_per_sample.filter(|b| *b > 0.0) {
+            self.model.mean_sample_bytes = b;
+            self.wait_for_reads();
+        }
+        let seen = cold.samples_per_s * self.model.mean_sample_bytes;
+        self.storage_seen = Some(seen);
+        // What the pipeline could do with every sample a miss, were storage infinitely fast.
+        let cpu_bound = match (self.cold_cpu, cost_at(sweep, cores)) {
+            (Some(cold), Some(warm)) => MissCost {
+                cpu_s_per_sample: vec![CostPoint {
+                    cpus: cores,
+                    cpu_s_per_sample: warm,
+                }],
+                cpu_s_per_miss: (cold - warm).max(0.0),
+                wait_s_per_miss: self.wait_s_per_miss,
+                limited_overhead: 0.0,
+            }
+            .preprocess_rate(cores, 0.0, sweep.curve.at(cores), false),
+            _ => sweep.curve.at(cores),
+        };
+        let (rate, lower_bound) = storage_rate(
+            seen,
+            cold.samples_per_s < FETCH_BOUND * cpu_bound,
+            fastest_read(seen, &trial.epochs),
+            self.reads.map(|c| c.bytes_per_s()),
+            plan.req.storage_limit.map(|l| l.0),
+        );
+        self.model.storage_bytes_per_s = Some(rate);
+        self.model.storage_lower_bound = lower_bound;
+    }
+
+    /// What the first epoch of a trial that started cold says (see [`Fetch::learn`]).
+    pub(super) fn learn_first_epoch(&mut self, plan: &Plan, sweep: &Sweep, trial: &TrialResult) {
+        self.learn(plan, sweep, trial, ColdEpoch::first_of(trial));
+    }
+
+    /// The memory bandwidth of hits: the cached dataset read once more.
+    pub(super) fn time_hits(&mut self, data: &Data) {
+        let paths = data.paths();
+        let _ = pagecache::prewarm(&paths);
+        let t0 = Instant::now();
+        if let Ok(bytes) = pagecache::prewarm(&paths) {
+            let secs = t0.elapsed().as_secs_f64();
+            if secs > 0.0 && bytes > 0 {
+                self.model.memory_bytes_per_s = bytes as f64 / secs;
+            }
         }
     }
 }
 
-/// Stage 3: one cold trial at the calibration's cores (a CPU-bound count, so what a miss costs shows),
-/// under the storage limit if any. Its first epoch is all misses: the storage rate, the bytes a miss
-/// reads and the CPU it costs. A page-cache workload runs it under a memory limit that just holds the
-/// dataset; an application cache gets no room and stops after the first epoch. Beside it, a timed read of evicted
-/// files says how long a miss blocks a loader (and how fast one stream reads the device), and a read of
-/// the cached dataset gives the memory bandwidth of hits.
+/// The storage rate, bytes per second, and whether it is only a lower bound, from what the cold epoch
+/// read (`seen`), whether it ran clearly below what its cores allow (`held_up`), the fastest any epoch of
+/// its trial read, one stream of reads outside any limit (`stream`) and the limit imposed (`limit`).
+/// - A limit that one stream reads faster than is the device the trials see: that is the rate.
+/// - An epoch held up by storage read at the device's rate, so the rate is measured: the fastest any
+///   epoch of the trial read (other I/O on the host once held a cold epoch to 15.8 MB/s under a 40 MB/s
+///   limit while every other trial of that bench read at 40). Unless it read well below one stream:
+///   then bandwidth is not what held it (on a fast disk image's cold epoch at one core ran from 319 to
+///   429 samples/s in six trials of one bench, and at 319 it looked held up at 36 MB/s against a
+///   stream of several hundred).
+/// - Otherwise the device is no faster than the limit, or at least as fast as the epoch and the stream
+///   read (a lower bound).
+fn storage_rate(
+    seen: f64,
+    held_up: bool,
+    fastest: f64,
+    stream: Option<f64>,
+    limit: Option<f64>,
+) -> (f64, bool) {
+    match (limit, stream) {
+        (Some(l), Some(s)) if s >= l => return (l, false),
+        _ => {}
+    }
+    let below_stream = stream.is_some_and(|s| seen < STREAM_SHARE * s);
+    if held_up && !below_stream {
+        (fastest, false)
+    } else if let Some(l) = limit {
+        (l, false)
+    } else {
+        (seen.max(stream.unwrap_or(0.0)), true)
+    }
+}
+
+/// The fastest any of `epochs` read storage at, bytes per second, and at least `seen`.
+fn fastest_read(seen: f64, epochs: &[EpochStats]) -> f64 {
+    epochs
+        .iter()
+        .filter_map(|e| Some(e.samples_per_s * e.storage_read_bytes_per_sample?))
+        .fold(seen, f64::max)
+}
+
+/// Stage 3 for an application cache: one cold trial at the calibration's cores (a CPU-bound count, so
+/// what a miss costs shows), under the storage limit if any, with no room in the cache, stopping where
+/// its first epoch ends: every sample of it a miss. A page-cache workload has no trial of its own here:
+/// its calibration trial's first epoch is that cold epoch ([`super::calibrate::calibrate`]).
 pub(super) fn cold_fetch(
     run: &mut Runner,
     plan: &Plan,
@@ -97,112 +265,98 @@ pub(super) fn cold_fetch(
     cores: f64,
     data: &Data,
 ) -> Result<Fetch, ProfileRunError> {
-    let mut f = Fetch::unmeasured(
-        cores,
-        data.bytes as f64 / data.files.files.len().max(1) as f64,
-    );
-    let paths = data.paths();
-    // Spread over the dataset, so one directory's layout on disk does not decide it.
-    let step = (paths.len() / PROBE_FILES).max(1);
-    let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
-    let one_stream = pagecache::time_cold_reads(&probe).ok();
-    // A miss waits for the bytes it reads (set from the trial below): one file when a sample is a
-    // file, a fraction of one when samples are cut from shards.
-    let wait_for = |f: &mut Fetch| {
-        if let Some(reads) = one_stream {
-            f.wait_s_per_miss = reads.wait_s_per_byte() * f.model.mean_sample_bytes;
-        }
-    };
-    let stream_bytes_per_s = one_stream.map(|c| c.bytes_per_s());
-    wait_for(&mut f);
-
-    let r = match plan.hit_model {
-        // Later epochs, every read a hit, keep the trial going where the first is too short to measure.
-        HitModel::PageCache => {
-            let mut r = plan.constrained(cores);
-            r.estimator.warmup_epochs = 1;
-            r.estimator.rel_precision = CONSTRAINED_PRECISION;
-            r.mem_limit = Some(Bytes(
-                sweep.footprint_at(cores, spec_floor(plan.spec)) + data.bytes,
-            ));
-            r
-        }
-        HitModel::Minio => {
-            let mut r = base_request(plan.spec, cores);
-            r.cache_state = CacheState::Cold;
-            r.storage_limit = plan.req.storage_limit;
-            r.cache_bytes = Some(Bytes(0));
-            r.estimator.first_epoch_only = true;
-            r
-        }
-    };
-    let result = match run.trial(TrialRole::Fetch, None, r) {
-        Ok(r) => r,
-        // A whole epoch went by before a rate could be estimated: storage is far faster than the
-        // pipeline, and the read probe's bound is all that is known.
-        Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => {
-            f.model.storage_bytes_per_s = stream_bytes_per_s;
-            f.model.storage_lower_bound = true;
-            return Ok(f);
-        }
+    let mut f = Fetch::probe(cores, data);
+    let mut r = base_request(plan.spec, cores);
+    r.cache_state = CacheState::Cold;
+    r.storage_limit = plan.req.storage_limit;
+    r.cache_bytes = Some(Bytes(0));
+    r.estimator.first_epoch_only = true;
+    match run.trial(TrialRole::Fetch, None, r) {
+        Ok(t) => f.learn(plan, sweep, &t, ColdEpoch::window_of(&t)),
+        Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => f.no_cold_epoch(),
         Err(e) => return Err(e),
-    };
-    // The first epoch: every sample a miss.
-    let (t_cold, cold_bytes) = match (plan.hit_model, result.epochs.first()) {
-        (HitModel::PageCache, Some(e)) => {
-            f.cold_cpu = e.cpu_s_per_sample;
-            (e.samples_per_s, e.storage_read_bytes_per_sample)
-        }
-        _ => {
-            f.cold_cpu = cpu_s_per_sample(&result);
-            (
-                result.throughput.samples_per_s,
-                result.telemetry.storage_read_bytes_per_sample,
-            )
-        }
-    };
-    f.cold_cpu = f.cold_cpu.map(|c| sweep.at_sweep_speed(cores, &result, c));
-    // Bytes per sample as the workload really reads them (readahead and all).
-    if let Some(b) = cold_bytes.filter(|b| *b > 0.0) {
-        f.model.mean_sample_bytes = b;
-        wait_for(&mut f);
     }
-    let seen = t_cold * f.model.mean_sample_bytes;
-    f.storage_seen = Some(seen);
-    // What the pipeline could do with every sample a miss, were storage infinitely fast.
-    let cpu_bound = match (f.cold_cpu, cost_at(sweep, cores)) {
-        (Some(cold), Some(warm)) => MissCost {
-            cpu_s_per_sample: vec![CostPoint {
-                cpus: cores,
-                cpu_s_per_sample: warm,
-            }],
-            cpu_s_per_miss: (cold - warm).max(0.0),
-            wait_s_per_miss: f.wait_s_per_miss,
-            limited_overhead: 0.0,
-        }
-        .preprocess_rate(cores, 0.0, sweep.curve.at(cores), false),
-        _ => sweep.curve.at(cores),
-    };
-    if t_cold < FETCH_BOUND * cpu_bound {
-        // Held up by storage: that is its rate.
-        f.model.storage_bytes_per_s = Some(seen);
-    } else if let Some(limit) = plan.req.storage_limit {
-        // Not held up at these cores, and the device is no faster than the limit imposed on it.
-        f.model.storage_bytes_per_s = Some(limit.0);
-    } else {
-        // The device is at least as fast as the cold epoch read, and as one stream of reads.
-        let stream = stream_bytes_per_s.unwrap_or(0.0);
-        f.model.storage_bytes_per_s = Some(seen.max(stream));
-        f.model.storage_lower_bound = true;
-    }
-    // Memory bandwidth for hits: read the cached dataset once more.
-    let _ = pagecache::prewarm(&paths);
-    let t0 = Instant::now();
-    if let Ok(bytes) = pagecache::prewarm(&paths) {
-        let secs = t0.elapsed().as_secs_f64();
-        if secs > 0.0 && bytes > 0 {
-            f.model.memory_bytes_per_s = bytes as f64 / secs;
-        }
-    }
+    f.time_hits(data);
     Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch(epoch: u64, samples_per_s: f64, read: Option<f64>) -> EpochStats {
+        EpochStats {
+            epoch,
+            samples: 1000.0,
+            seconds: 1000.0 / samples_per_s,
+            samples_per_s,
+            cpu_s_per_sample: Some(0.002),
+            storage_read_bytes_per_sample: read,
+        }
+    }
+
+    #[test]
+    fn a_slow_cold_epoch_does_not_set_the_storage_rate_when_a_later_one_read_faster() {
+        // The cold epoch read 140 samples/s of 112 kB; the steady ones read less per sample, faster.
+        let epochs = [
+            epoch(0, 140.0, Some(112_000.0)),
+            epoch(1, 380.0, Some(83_000.0)),
+            epoch(2, 387.0, None),
+        ];
+        let seen = 140.0 * 112_000.0;
+        assert_eq!(fastest_read(seen, &epochs), 380.0 * 83_000.0);
+        // Held up throughout: the cold epoch's own rate stands.
+        let held = [
+            epoch(0, 360.0, Some(112_000.0)),
+            epoch(1, 380.0, Some(83_000.0)),
+        ];
+        assert_eq!(fastest_read(360.0 * 112_000.0, &held), 360.0 * 112_000.0);
+        assert_eq!(fastest_read(seen, &[]), seen);
+    }
+
+    #[test]
+    fn the_storage_rate_is_measured_only_where_bandwidth_held_the_cold_epoch_up() {
+        const MB: f64 = 1e6;
+        // Under a 40 MB/s limit on a device one stream reads at 460 MB/s: the limit, whatever the epoch.
+        assert_eq!(
+            storage_rate(
+                15.8 * MB,
+                true,
+                15.8 * MB,
+                Some(460.0 * MB),
+                Some(40.0 * MB)
+            ),
+            (40.0 * MB, false)
+        );
+        // No limit, and the epoch read far below one stream: not held up by bandwidth, a lower bound.
+        assert_eq!(
+            storage_rate(35.8 * MB, true, 35.8 * MB, Some(460.0 * MB), None),
+            (460.0 * MB, true)
+        );
+        // A slow device (one stream at 20 MB/s) held the epoch up: its fastest epoch is the rate.
+        assert_eq!(
+            storage_rate(19.0 * MB, true, 21.0 * MB, Some(20.0 * MB), None),
+            (21.0 * MB, false)
+        );
+        // Nothing timed the device: a held-up epoch is believed; one that was not is a lower bound.
+        assert_eq!(
+            storage_rate(30.0 * MB, true, 30.0 * MB, None, None),
+            (30.0 * MB, false)
+        );
+        assert_eq!(
+            storage_rate(30.0 * MB, false, 30.0 * MB, None, None),
+            (30.0 * MB, true)
+        );
+        // A limit above what the device streams, not held up: the device is no faster than the limit.
+        assert_eq!(
+            storage_rate(
+                10.0 * MB,
+                false,
+                10.0 * MB,
+                Some(20.0 * MB),
+                Some(40.0 * MB)
+            ),
+            (40.0 * MB, false)
+        );
+    }
 }

@@ -7,10 +7,11 @@
 //!    and skipping every point its measured neighbours already bound;
 //! 2. [`accelerator`]: one synthetic trial for the accelerator's rate G, told apart from the CPU curve
 //!    or said not to be (G is never below a measured point);
-//! 3. [`fetch`]: one cold trial for the storage rate and the CPU a miss costs, and a timed read of
+//! 3. [`fetch`]: one cold epoch for the storage rate and the CPU a miss costs (an application cache's
+//!    own cold trial; for a page cache the calibration trial's first epoch), and a timed read of
 //!    evicted files for how long a miss blocks a loader;
-//! 4. [`calibrate`]: for page-cache workloads, memory-limited trials that place the kernel's hit curve
-//!    between LRU and a fixed subset;
+//! 4. [`calibrate`]: for page-cache workloads, memory-limited trials, started cold, that place the
+//!    kernel's hit curve between LRU and a fixed subset;
 //! 5. [`fit`]: the model, its hit-ratio tables, then the matrix;
 //! 6. [`validate`]: held-out (and, with `--exhaustive`, all) grid points under their real constraint.
 //!
@@ -204,8 +205,15 @@ pub fn run_profile(
         slow_host: SlowHost::default(),
     };
     let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
+    // The cold epoch is the calibration's first for a page cache, a trial of its own for an application
+    // cache.
+    let cold_trials = match req.spec.cache {
+        CacheKind::PageCache => 0,
+        CacheKind::App => 1,
+    };
     bar.set_length(
-        (3 + cpu_axis.len() / 2
+        (2 + cold_trials
+            + cpu_axis.len() / 2
             + CALIBRATION_FRACTIONS.len()
             + req.validate
             + if req.exhaustive { n_grid } else { 0 }) as u64,
@@ -237,21 +245,14 @@ pub fn run_profile(
         .max(accel.cached_best_samples_per_s);
     let mut data = Data::of(&sweep.first)?;
     let cores = calibration_cores(&plan, &sweep, g);
-    let (fetch, calibration) = match data.as_mut() {
-        Some(d) => {
-            let fetch = cold_fetch(&mut run, &plan, &sweep, cores, d)?;
-            let calibration = calibrate(&mut run, &plan, &sweep, &fetch, d)?;
-            (Some(fetch), calibration)
-        }
-        None => (
-            None,
-            Calibration {
-                fit: None,
-                cpu: Vec::new(),
-            },
+    let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
+        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &sweep, cores, d)?,
+        (Some(d), HitModel::Minio) => (
+            cold_fetch(&mut run, &plan, &sweep, cores, d)?,
+            Calibration::none(),
         ),
+        (None, _) => (Fetch::unmeasured(cores, 0.0), Calibration::none()),
     };
-    let fetch = fetch.unwrap_or_else(|| Fetch::unmeasured(cores, 0.0));
     let has_data = data.is_some();
     let mut model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
     model.accelerator = Some(accel);
