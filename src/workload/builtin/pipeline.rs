@@ -637,7 +637,10 @@ mod tests {
         let (summary, lines) = run_capture(&a, &c).unwrap();
         assert_eq!(lines.len(), 50);
         let rate = summary.rate_samples_per_s();
-        assert!((1800.0..=2200.0).contains(&rate), "rate {rate}");
+        // Paced by the emulated accelerator, never faster than it. Slower only by oversleeping: a host
+        // busy with the rest of the test run held it to 1792 once (CI), so the floor is loose; pacing
+        // at half the rate or less still fails it.
+        assert!((1000.0..=2200.0).contains(&rate), "rate {rate}");
     }
 
     #[test]
