@@ -81,7 +81,6 @@ pub(super) fn calibrate(
         return Ok((Fetch::unmeasured(c, 0.0), out));
     }
     let mut fetch = Fetch::probe(c, data);
-    let mut cold_seen = false;
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
     let resident = sweep.resident_at(c, spec_floor(plan.spec));
     let mut points = Vec::new();
@@ -100,9 +99,9 @@ pub(super) fn calibrate(
             Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => continue,
             Err(e) => return Err(e),
         };
-        if !cold_seen {
+        // The first trial that ran gives the cold epoch (learning it records what storage it saw).
+        if fetch.storage_seen.is_none() {
             fetch.learn_first_epoch(plan, sweep, &t);
-            cold_seen = true;
         }
         // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
         // longest duration first (an epoch longer than that) measured the cold fill.
@@ -126,7 +125,7 @@ pub(super) fn calibrate(
             fitted: 0.0,
         });
     }
-    if !cold_seen {
+    if fetch.storage_seen.is_none() {
         fetch.no_cold_epoch();
     }
     fetch.time_hits(data);
