@@ -496,6 +496,14 @@ pub struct MissCost {
     pub limited_overhead: f64,
 }
 
+/// Below this miss ratio a measured rate says too little about a miss's wait to bound it.
+const MIN_MISS_TO_BOUND_WAIT: f64 = 0.2;
+
+/// The loaders a grant of `cpus` cores runs (the launch contract: ceil(c), at least one).
+fn loaders(cpus: f64) -> f64 {
+    cpus.ceil().max(1.0)
+}
+
 /// A page cache this much larger than the dataset leaves its memory limit slack: reclaim stops.
 pub const LIMIT_SLACK: f64 = 1.1;
 
@@ -538,17 +546,36 @@ impl MissCost {
     /// predicted them up to 20% low (docs/profile-format.md, "The miss cost").
     pub fn preprocess_rate(&self, cpus: f64, h: f64, cached: f64, limited: bool) -> f64 {
         let miss = 1.0 - h.clamp(0.0, 1.0);
-        let overhead = if limited { self.limited_overhead } else { 0.0 };
-        let per_sample = self
-            .cached_cpu_s_per_sample(cpus)
-            .min(self.cached_cpu_s_per_sample(cpus.ceil()));
-        let cpu = per_sample * (1.0 + overhead) + miss * self.cpu_s_per_miss;
+        let cpu = self.cpu_s_per_sample_at(cpus, h, limited);
         if cpu <= 0.0 {
             return cached;
         }
         let by_cores = cpus / cpu;
-        let by_loaders = cpus.ceil().max(1.0) / (cpu + miss * self.wait_s_per_miss);
+        let by_loaders = loaders(cpus) / (cpu + miss * self.wait_s_per_miss);
         cached.min(by_cores).min(by_loaders)
+    }
+
+    /// CPU-seconds per sample at `cpus` cores and hit ratio `h`, as [`MissCost::preprocess_rate`]
+    /// charges them.
+    fn cpu_s_per_sample_at(&self, cpus: f64, h: f64, limited: bool) -> f64 {
+        let miss = 1.0 - h.clamp(0.0, 1.0);
+        let overhead = if limited { self.limited_overhead } else { 0.0 };
+        let per_sample = self
+            .cached_cpu_s_per_sample(cpus)
+            .min(self.cached_cpu_s_per_sample(cpus.ceil()));
+        per_sample * (1.0 + overhead) + miss * self.cpu_s_per_miss
+    }
+
+    /// The longest wait per miss, seconds, that leaves the loaders' bound at or above `samples_per_s`,
+    /// a rate measured under a memory limit at `cpus` cores and hit ratio `h`: a stage of the pipeline
+    /// is never slower than the pipeline was. `None` where misses are too rare to bound it.
+    pub fn wait_bound(&self, cpus: f64, h: f64, samples_per_s: f64) -> Option<f64> {
+        let miss = 1.0 - h.clamp(0.0, 1.0);
+        if miss < MIN_MISS_TO_BOUND_WAIT || samples_per_s <= 0.0 {
+            return None;
+        }
+        let cpu = self.cpu_s_per_sample_at(cpus, h, true);
+        Some(((loaders(cpus) / samples_per_s - cpu) / miss).max(0.0))
     }
 }
 
@@ -870,6 +897,33 @@ mod tests {
         // A binding memory limit costs every sample its overhead, hits too.
         let limited = mc.preprocess_rate(1.0, 1.0, cached, true);
         assert!((limited - 1.0 / (cpu_1 * 1.1)).abs() < 1e-9, "{limited}");
+    }
+
+    #[test]
+    fn a_measured_rate_bounds_how_long_a_miss_can_block_a_loader() {
+        let mut mc = miss_cost();
+        mc.limited_overhead = 0.0;
+        let cpu_1 = mc.cached_cpu_s_per_sample(1.0);
+        // One core ran 300/s with every sample a miss: its loader spent 1/300 s a sample, of which
+        // cpu_1 + 0.2 ms was CPU, so it waited at most the rest.
+        let w = mc.wait_bound(1.0, 0.0, 300.0).unwrap();
+        assert!((w - (1.0 / 300.0 - cpu_1 - 0.2e-3)).abs() < 1e-12, "{w}");
+        // With that wait, the loaders' bound is exactly the measured rate, and a longer one falls below.
+        mc.wait_s_per_miss = w;
+        assert!((mc.preprocess_rate(1.0, 0.0, 420.0, true) - 300.0).abs() < 1e-9);
+        // Two loaders at 1.5 cores halve the time each may spend per sample; half the samples missing
+        // doubles the wait each miss may take (CPU charged at the two whole cores' cost).
+        let two = mc.wait_bound(1.5, 0.5, 500.0).unwrap();
+        let cpu_2 = mc.cached_cpu_s_per_sample(2.0);
+        assert!(
+            (two - (2.0 / 500.0 - cpu_2 - 0.1e-3) / 0.5).abs() < 1e-12,
+            "{two}"
+        );
+        // A rate faster than the CPU alone allows bounds the wait at zero, not below.
+        assert_eq!(mc.wait_bound(1.0, 0.0, 1e4), Some(0.0));
+        // Mostly hits, or nothing measured: no bound.
+        assert_eq!(mc.wait_bound(1.0, 0.9, 400.0), None);
+        assert_eq!(mc.wait_bound(1.0, 0.0, 0.0), None);
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub(super) struct Calibration {
     pub(super) fit: Option<HitCurveFit>,
     /// Per trial that measured it, (hit ratio, CPU-seconds per sample).
     pub(super) cpu: Vec<(f64, f64)>,
+    /// Per epoch of the trials, cold one included, (hit ratio, samples per second): each bounds how
+    /// long a miss can block a loader ([`crate::stall::MissCost::wait_bound`]).
+    pub(super) epochs: Vec<(f64, f64)>,
 }
 
 impl Calibration {
@@ -37,6 +40,7 @@ impl Calibration {
         Calibration {
             fit: None,
             cpu: Vec::new(),
+            epochs: Vec::new(),
         }
     }
 }
@@ -103,6 +107,12 @@ pub(super) fn calibrate(
         if fetch.storage_seen.is_none() {
             fetch.learn_first_epoch(plan, sweep, &t);
         }
+        let hit = |read: f64| (1.0 - read / fetch.model.mean_sample_bytes).clamp(0.0, 1.0);
+        out.epochs.extend(
+            t.epochs
+                .iter()
+                .filter_map(|e| Some((hit(e.storage_read_bytes_per_sample?), e.samples_per_s))),
+        );
         // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
         // longest duration first (an epoch longer than that) measured the cold fill.
         if t.throughput.whole_epochs == 0 {
@@ -111,7 +121,7 @@ pub(super) fn calibrate(
         let Some(read) = t.telemetry.storage_read_bytes_per_sample else {
             continue;
         };
-        let h = (1.0 - read / fetch.model.mean_sample_bytes).clamp(0.0, 1.0);
+        let h = hit(read);
         if let Some(cpu) = cpu_s_per_sample(&t) {
             out.cpu.push((h, sweep.at_sweep_speed(c, &t, cpu)));
         }

@@ -30,6 +30,17 @@ fn work_cost(sweep: &Sweep, g: f64) -> Vec<CostPoint> {
         .collect()
 }
 
+/// Seconds a miss blocks a loader: the read probe's, but never so long that the loaders' bound falls
+/// below a rate an epoch of the calibration measured (the probe times 64 files once, and on a noisy
+/// disk read 1.9 ms a miss where another run read 0.3 and the epochs allowed at most 0.8).
+fn miss_wait(cost: &MissCost, fetch: &Fetch, calibration: &Calibration) -> f64 {
+    calibration
+        .epochs
+        .iter()
+        .filter_map(|&(h, rate)| cost.wait_bound(fetch.cores, h, rate))
+        .fold(fetch.wait_s_per_miss, f64::min)
+}
+
 /// Stage 5: the model. At the calibration's cores, what a miss costs is the least-squares slope of
 /// CPU-seconds per sample against the miss ratio over the cold epoch and the calibration trials (each
 /// at the sweep's speed), from the sweep's cached trial there.
@@ -54,7 +65,7 @@ pub(super) fn fit(
         let (num, den) = points
             .iter()
             .fold((0.0, 0.0), |(n, d), (m, y)| (n + m * y, d + m * m));
-        MissCost {
+        let mut cost = MissCost {
             cpu_s_per_sample: work_cost(sweep, g),
             cpu_s_per_miss: if den > 1e-9 {
                 (num / den).max(0.0)
@@ -64,7 +75,9 @@ pub(super) fn fit(
             wait_s_per_miss: fetch.wait_s_per_miss,
             // Not charged: see `MissCost::limited_overhead`.
             limited_overhead: 0.0,
-        }
+        };
+        cost.wait_s_per_miss = miss_wait(&cost, fetch, calibration);
+        cost
     });
     let (dataset_bytes, hit_ratios) = match data {
         Some(d) => {
