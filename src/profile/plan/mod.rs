@@ -231,7 +231,7 @@ pub fn run_profile(
         },
     };
 
-    let sweep = cpu_sweep(&mut run, &plan)?;
+    let mut sweep = cpu_sweep(&mut run, &plan)?;
     // A footprint the spec does not declare is known only now: the rest of the plan is refused rather
     // than measured for memory sizes the workload cannot run in (the CPU trials stay journaled).
     let footprint = sweep.footprint_at(plan.cpu_axis[0], spec_floor(&spec));
@@ -246,7 +246,7 @@ pub fn run_profile(
     let mut data = Data::of(&sweep.first)?;
     let cores = calibration_cores(&plan, &sweep, g);
     let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
-        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &sweep, cores, d)?,
+        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &mut sweep, cores, d)?,
         (Some(d), HitModel::Minio) => (
             cold_fetch(&mut run, &plan, &sweep, cores, d)?,
             Calibration::none(),
