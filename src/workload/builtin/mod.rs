@@ -194,6 +194,8 @@ pub struct RunTotals {
     pub cache_used_bytes: u64,
     /// The accelerator's ingestion rate it ran at, samples/s.
     pub gpu_rate_samples_per_s: f64,
+    /// Batch buffers the loaders allocated (0 in synthetic mode).
+    pub batch_buffers: u64,
 }
 
 impl RunTotals {
@@ -248,13 +250,14 @@ pub fn run(args: &RunArgs) -> Result<(), WorkloadError> {
         },
     );
     eprintln!(
-        "{:?}: {} steps, {} samples in {:.2} s = {:.1} samples/s, {} workers, G {}, {}",
+        "{:?}: {} steps, {} samples in {:.2} s = {:.1} samples/s, {} workers ({} batch buffers), G {}, {}",
         args.pipeline,
         summary.steps,
         summary.samples,
         summary.seconds,
         summary.rate_samples_per_s(),
         cfg.workers,
+        summary.batch_buffers,
         gpu_rate.describe(args.gpu_rate),
         hits
     );

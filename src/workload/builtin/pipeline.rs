@@ -65,7 +65,7 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
     let (floats, ints) = sample_shape(args.pipeline, args.seq_len);
     let sample = (floats * 4 + ints * 8) as f64;
     let batch = sample * args.batch_size as f64;
-    let in_flight = (cfg.workers as f64) * (args.prefetch.max(1) as f64 + 1.0) + 1.0;
+    let in_flight = batches_in_flight(args, cfg.workers);
     let host = crate::isolate::host_memory_bytes();
     if let Some(cache) = cfg.cache_bytes.filter(|c| host > 0 && *c > host) {
         return Err(InputError::setting(
@@ -77,7 +77,7 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
             ),
         ));
     }
-    if host > 0 && batch * in_flight > host as f64 {
+    if host > 0 && batch * in_flight as f64 > host as f64 {
         return Err(InputError::setting(
             "batch_size",
             format!(
@@ -91,6 +91,26 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
         ));
     }
     Ok(())
+}
+
+/// The most batches that can be in flight at once: per worker, `prefetch` queued and one being made,
+/// and one at the accelerator.
+fn batches_in_flight(args: &RunArgs, workers: usize) -> usize {
+    workers.max(1) * (args.prefetch.max(1) + 1) + 1
+}
+
+/// Every batch buffer the run will use, allocated and written up front. A pool that grew on demand
+/// would keep the most batches the loaders ever got ahead of the accelerator, so the memory left to the
+/// page cache under a limit would depend on the trial's own throughput (docs/architecture.md §4); a
+/// pinned-memory pool of a training framework is sized up front the same way. The buffers are filled
+/// with a non-zero value so that their pages are resident from the start (zeroed ones would be mapped
+/// lazily).
+fn batch_pool(args: &RunArgs, workers: usize) -> Vec<(Vec<f32>, Vec<i64>)> {
+    let (fps, ips) = sample_shape(args.pipeline, args.seq_len);
+    let bs = args.batch_size as usize;
+    (0..batches_in_flight(args, workers))
+        .map(|_| (vec![0.5; fps * bs], vec![1; ips * bs]))
+        .collect()
 }
 
 /// Runs the workload with an explicit budget, writing progress lines to `progress` when given, until a
@@ -166,6 +186,13 @@ pub fn run_at<'a>(
     }
 
     let items = Items::open(&args.dataset, args.pipeline, args.seq_len)?;
+    if !acc.may_continue() {
+        // Resumed with the work already done: nothing to load.
+        acc.save_state()?;
+        return Ok(acc.finish());
+    }
+    let workers = cfg.workers.max(1);
+    let pool = batch_pool(args, workers);
     let loader = Loader {
         args,
         items,
@@ -173,14 +200,9 @@ pub fn run_at<'a>(
         perms: Mutex::new(VecDeque::new()),
         next_batch: AtomicU64::new(0),
         stop: AtomicBool::new(false),
-        pool: Mutex::new(Vec::new()),
+        buffers: AtomicU64::new(pool.len() as u64),
+        pool: Mutex::new(pool),
     };
-    if !acc.may_continue() {
-        // Resumed with the work already done: nothing to load.
-        acc.save_state()?;
-        return Ok(acc.finish());
-    }
-    let workers = cfg.workers.max(1);
     let (tx, rx) = sync_channel::<Result<Batch, WorkloadError>>(workers * args.prefetch.max(1));
     let consumed = std::thread::scope(|s| {
         for _ in 0..workers {
@@ -199,6 +221,7 @@ pub fn run_at<'a>(
     acc.save_state()?;
     consumed?;
     acc.summary.dataset_bytes = loader.items.total_bytes();
+    acc.summary.batch_buffers = loader.buffers.load(Ordering::Relaxed);
     acc.summary.cache_used_bytes = loader.cache.as_ref().map_or(0, |c| c.used_bytes());
     Ok(acc.finish())
 }
@@ -348,8 +371,10 @@ struct Loader<'a> {
     perms: Mutex<VecDeque<(u64, Arc<Vec<u32>>)>>,
     next_batch: AtomicU64,
     stop: AtomicBool,
-    /// Batch buffers handed back by the accelerator, so steady state allocates nothing.
+    /// Batch buffers not in flight ([`batch_pool`]).
     pool: Mutex<Vec<(Vec<f32>, Vec<i64>)>>,
+    /// Batch buffers allocated in all.
+    buffers: AtomicU64,
 }
 
 /// The per-worker preprocessing state.
@@ -415,12 +440,12 @@ impl Loader<'_> {
     fn load_batch(&self, b: u64, pre: &mut Preprocessor) -> Result<Option<Batch>, WorkloadError> {
         let bs = self.args.batch_size as usize;
         let (fps, ips) = sample_shape(self.args.pipeline, self.args.seq_len);
-        let (mut floats, mut ints) = self
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_default();
+        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let (mut floats, mut ints) = pooled.unwrap_or_else(|| {
+            // Not reached while the pool holds every batch that can be in flight; counted if it is.
+            self.buffers.fetch_add(1, Ordering::Relaxed);
+            Default::default()
+        });
         floats.resize(fps * bs, 0.0);
         ints.resize(ips * bs, 0);
         let n = self.items.len() as u64;
@@ -581,6 +606,21 @@ mod tests {
         a.max_steps = Some(2);
         let (summary, lines) = run_capture(&a, &cfg(1, None)).unwrap();
         assert_eq!((summary.steps, lines.len()), (2, 2));
+    }
+
+    #[test]
+    fn every_batch_buffer_is_allocated_up_front_whoever_is_the_bottleneck() {
+        // Two workers, prefetch 2: at most 2 x (2 + 1) + 1 = 7 batches in flight. Loaders far slower
+        // than the accelerator never have more than three at once, so only a pool made up front holds
+        // seven; loaders far faster fill every slot and must not need an eighth.
+        let (_tmp, dir) = dataset(DatasetKind::Image, 200_000);
+        for gpu_rate in [1e7, 20.0] {
+            let mut a = args(Pipeline::Image, &dir, 2, gpu_rate);
+            a.max_steps = Some(12);
+            let (summary, _) = run_capture(&a, &cfg(2, None)).unwrap();
+            assert_eq!(summary.batch_buffers, 7, "at {gpu_rate} samples/s");
+            assert_eq!(batches_in_flight(&a, 2), 7);
+        }
     }
 
     #[test]
