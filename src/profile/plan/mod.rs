@@ -246,7 +246,7 @@ pub fn run_profile(
     let mut data = Data::of(&sweep.first)?;
     let cores = calibration_cores(&plan, &sweep, g);
     let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
-        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &mut sweep, cores, d)?,
+        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &mut sweep, cores, g, d)?,
         (Some(d), HitModel::Minio) => (
             cold_fetch(&mut run, &plan, &sweep, cores, d)?,
             Calibration::none(),
