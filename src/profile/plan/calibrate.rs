@@ -21,7 +21,12 @@ const HIT_CURVE_FAMILY: &str = "two-list";
 pub(super) const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
 /// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
 /// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
-pub(super) const CPU_BOUND: f64 = 0.95;
+const CPU_BOUND: f64 = 0.95;
+
+/// Whether a cached pipeline at `samples_per_s` is CPU-bound with the accelerator at `g` ([`CPU_BOUND`]).
+pub(super) fn cpu_bound(samples_per_s: f64, g: f64) -> bool {
+    samples_per_s < CPU_BOUND * g
+}
 
 /// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
 pub(super) struct Calibration {
@@ -54,7 +59,7 @@ pub(super) fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
         .curve
         .points()
         .iter()
-        .filter(|p| p.samples_per_s < CPU_BOUND * g)
+        .filter(|p| cpu_bound(p.samples_per_s, g))
         .map(|p| p.cpus)
         .collect();
     bound
@@ -106,7 +111,7 @@ fn recheck_cached(
 /// CPU per sample then varies with how they idle, not with what a sample costs (seen: text, at G
 /// everywhere, re-measured on a busy host).
 fn slowed_cached(cached_rate: f64, g: f64, cached: f64, limited: f64) -> bool {
-    cached_rate < CPU_BOUND * g && limited <= cached
+    cpu_bound(cached_rate, g) && limited <= cached
 }
 
 /// Stages 3 and 4 for a page-cache workload (the accelerator at `g` samples/s): memory-limited trials at

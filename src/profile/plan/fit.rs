@@ -1,7 +1,7 @@
 //! Stage 5, the fit: the data-stall model from what the stages measured, with its hit-ratio tables
 //! (docs/architecture.md §4); the matrix is built from it.
 
-use super::calibrate::{Calibration, CPU_BOUND};
+use super::calibrate::{cpu_bound, Calibration};
 use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
@@ -9,19 +9,19 @@ use crate::profile::file::{FittedModel, HitRatioRow};
 use crate::stall::{minio_hit_ratio, CostPoint, MissCost, StallModel};
 
 /// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
-/// the accelerator (at least [`CPU_BOUND`] of G) its loaders idle between batches, and the CPU time per
+/// the accelerator (not [`cpu_bound`]) its loaders idle between batches, and the CPU time per
 /// sample counts their wake-ups as well as work: there a sample costs what it cost at the most cores
 /// that were still CPU-bound, or less if measured so (docs/profile-format.md). Seen: image at 1.5 cores
 /// measured 2.84 ms against 2.38 at 1 core, which made a memory limit look binding at 1.5 cores where
 /// the grid measured the accelerator's rate.
 fn work_cost(sweep: &Sweep, g: f64) -> Vec<CostPoint> {
-    let cpu_bound = |cpus: f64| sweep.curve.at(cpus) < CPU_BOUND * g;
-    let busiest = sweep.cost.iter().rev().find(|p| cpu_bound(p.cpus)).copied();
+    let bound_at = |cpus: f64| cpu_bound(sweep.curve.at(cpus), g);
+    let busiest = sweep.cost.iter().rev().find(|p| bound_at(p.cpus)).copied();
     sweep
         .cost
         .iter()
         .map(|p| match busiest {
-            Some(b) if !cpu_bound(p.cpus) => CostPoint {
+            Some(b) if !bound_at(p.cpus) => CostPoint {
                 cpus: p.cpus,
                 cpu_s_per_sample: p.cpu_s_per_sample.min(b.cpu_s_per_sample),
             },
