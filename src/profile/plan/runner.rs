@@ -97,6 +97,7 @@ impl Runner<'_> {
         mut req: TrialRequest,
     ) -> Result<TrialResult, ProfileRunError> {
         req.isolation = self.isolation;
+        make_room(self.bar);
         let k = key_of(role, memory_gib, &req);
         if let Some(t) = self.journal.done.get(&k) {
             self.journal.order.push(t.clone());
@@ -173,6 +174,15 @@ impl Runner<'_> {
     /// The trials of `role` this run has so far, in order.
     pub(super) fn trials(&self, role: TrialRole) -> impl Iterator<Item = &ProfileTrial> {
         self.journal.order.iter().filter(move |t| t.role == role)
+    }
+}
+
+/// Lengthens `bar` for a trial about to start when it is already full. Its length is the plan's
+/// estimate, made before the CPU sweep has bisected and before any cached trial is measured again, and a
+/// full bar while the plan still runs reads as a hang.
+fn make_room(bar: &ProgressBar) {
+    if bar.length().is_some_and(|n| bar.position() >= n) {
+        bar.inc_length(1);
     }
 }
 
@@ -293,6 +303,20 @@ mod tests {
         // A trial at full speed ends the slow spell: the next slow one is run again.
         assert_eq!(trial(&mut host, &[(false, None)]), (1, false));
         assert_eq!(trial(&mut host, &[(true, SLOW), (false, None)]), (2, false));
+    }
+
+    #[test]
+    fn a_trial_past_the_plans_estimate_lengthens_the_bar() {
+        let bar = ProgressBar::hidden();
+        bar.set_length(2);
+        for _ in 0..2 {
+            make_room(&bar);
+            assert_eq!(bar.length(), Some(2), "a trial within the estimate");
+            bar.inc(1);
+        }
+        // The re-measured cached trial: the bar is not full while it runs.
+        make_room(&bar);
+        assert_eq!((bar.position(), bar.length()), (2, Some(3)));
     }
 
     #[test]
