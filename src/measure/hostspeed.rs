@@ -33,6 +33,24 @@ pub struct CpuCalibration {
     pub core: Option<usize>,
 }
 
+/// How much further a data pipeline's CPU-bound rate moves than the speed probe's kernel when the host's
+/// speed drifts: the rate goes as the probe's reading to this power. The kernel stays in L1, while a
+/// pipeline decodes and copies samples through the caches its neighbours share, so a slow spell slows
+/// it more. Measured here: the image pipeline on one core against the kernel on the other for 360 s,
+/// the slope of the log of the one on the log of the other was 2.4 to 2.7 over windows of 5 to 20 s
+/// (docs/profile-format.md, "The host's speed").
+pub const PIPELINE_SPEED_EXPONENT: f64 = 2.5;
+
+/// How many times as fast a CPU-bound pipeline runs on a core the speed probe read at `ratio` times
+/// another's speed ([`PIPELINE_SPEED_EXPONENT`]); 1 for a ratio that is not a positive number.
+pub fn pipeline_speedup(ratio: f64) -> f64 {
+    if ratio.is_finite() && ratio > 0.0 {
+        ratio.powf(PIPELINE_SPEED_EXPONENT)
+    } else {
+        1.0
+    }
+}
+
 /// Runs the calibration kernel (integer and float work over a 4 KiB buffer: no I/O, no allocation) on a
 /// new thread, pinned to `core` when given, [`REPEATS`] times after a warm-up; about 120 ms on this
 /// machine kind in a release build.

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.6` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.7` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,20 +12,21 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.6";
+pub const SCHEMA: &str = "synergy-profile/1.7";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
 /// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
-/// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache), so an
-/// older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 7] = [
+/// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache; 1.7: the
+/// core speed the CPU stage is at), so an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 8] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
     "synergy-profile/1.3",
     "synergy-profile/1.4",
     "synergy-profile/1.5",
+    "synergy-profile/1.6",
     SCHEMA,
 ];
 
@@ -253,6 +254,22 @@ pub struct FittedModel {
     /// How G was told apart from the CPU curve (absent before 1.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accelerator: Option<AcceleratorFit>,
+    /// The core speed the CPU stage is at (1.7; absent before, and where no trial read the speed probe:
+    /// the CPU stage is then as each trial measured it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_speed: Option<CoreSpeedReference>,
+}
+
+/// The one core speed a profile's CPU stage is brought to: each CPU-bound cached rate and each CPU cost
+/// was measured at whatever speed the host had during its trial (docs/profile-format.md, "The host's
+/// speed").
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreSpeedReference {
+    /// The median of the CPU sweep's trials' speed probe readings, operations per CPU-second.
+    pub reference_ops_per_cpu_s: f64,
+    /// A CPU-bound pipeline's rate goes as the probe's reading to this power.
+    pub pipeline_exponent: f64,
 }
 
 /// The accelerator's rate G against what the cached CPU sweep measured.
@@ -506,7 +523,9 @@ pub struct ValidationPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_speed: Option<f64>,
     /// The workload's own hit model's prediction with its CPU stage at `core_speed`
-    /// ([`FittedModel::at_core_speed`]): the model's error with the host's drift taken out (1.4).
+    /// ([`FittedModel::at_core_speed`] of `core_speed` raised to
+    /// [`crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT`] since 1.7, of `core_speed` before): the
+    /// model's error with the host's drift taken out (1.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_at_core_speed: Option<f64>,
     /// `validation` or `exhaustive`.

@@ -228,6 +228,7 @@ mod tests {
             ],
             hit_curve: None,
             accelerator: None,
+            core_speed: None,
         }
     }
 
@@ -332,6 +333,7 @@ mod tests {
                 hit_ratios: rows,
                 hit_curve: None,
                 accelerator: None,
+                core_speed: None,
             };
             let cpus = auto_cpu_axis(rng.random_range(2.0..32.0));
             let mem = auto_memory_axis(1 << 29, d);

@@ -41,8 +41,9 @@ impl FittedModel {
         pick(&rows[rows.len() - 1])
     }
 
-    /// This model with its CPU stage `k` times as fast: the host's cores ran at `k` times the speed they
-    /// had while the CPU sweep measured (the speed probe's ratio). Cached rates below the accelerator's
+    /// This model with its CPU stage `k` times as fast: the host's cores ran fast enough for that against
+    /// the speed the model's CPU stage is at (the speed probe's ratio, raised to
+    /// [`crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT`]). Cached rates below the accelerator's
     /// scale by k (up to G), CPU-seconds per sample and per miss by 1/k; points at G stay, since the
     /// accelerator set them, as do storage and a miss's wait.
     pub fn at_core_speed(&self, k: f64) -> FittedModel {

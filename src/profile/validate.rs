@@ -338,6 +338,20 @@ impl FittedModel {
                 ));
             }
         }
+        if let Some(s) = &self.core_speed {
+            if !positive(s.reference_ops_per_cpu_s) {
+                return Err(bad(
+                    "model.core_speed.reference_ops_per_cpu_s".into(),
+                    "must be a positive number of operations per CPU-second",
+                ));
+            }
+            if !positive(s.pipeline_exponent) {
+                return Err(bad(
+                    "model.core_speed.pipeline_exponent".into(),
+                    "must be a positive number",
+                ));
+            }
+        }
         if let Some(c) = &self.hit_curve {
             match c.family.as_str() {
                 "two-list" => {

@@ -54,7 +54,7 @@ fn a_profile_round_trips_through_predict() {
     let o = run(&profile_args(&spec, &out_s));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(p["schema"], "synergy-profile/1.6");
+    assert_eq!(p["schema"], "synergy-profile/1.7");
     assert!(out.with_extension("csv").exists());
     assert!(
         !out.with_extension("trials.jsonl").exists(),
@@ -92,6 +92,9 @@ fn a_profile_round_trips_through_predict() {
     let err = p["validation_summary"][1]["median_error"].as_f64().unwrap();
     assert!(err < 0.1, "text is flat: the model predicts it ({err})");
     // The point's core speed against the sweep's, and the model's prediction at it, with its summary.
+    let reference = &p["model"]["core_speed"];
+    assert!(reference["reference_ops_per_cpu_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(reference["pipeline_exponent"], 2.5);
     let k = val[0]["core_speed"].as_f64().unwrap();
     assert!(k > 0.5 && k < 2.0, "{k}");
     assert!(val[0]["predicted_at_core_speed"].as_f64().unwrap() > 0.0);
@@ -270,6 +273,21 @@ fn bad_profiles_are_refused_with_the_field_named() {
         curve.insert("family".into(), family.into());
         curve.remove(drop);
         cases.push((format!("curve-{family}.json"), v.to_string(), vec![want]));
+    }
+    // The core speed the CPU stage is at must be a speed and a power (schema 1.7).
+    for (i, (speed, power, want)) in [
+        (0.0, 2.5, "model.core_speed.reference_ops_per_cpu_s"),
+        (4.0e8, -1.0, "model.core_speed.pipeline_exponent"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut v = shipped.clone();
+        v["model"]["core_speed"] = serde_json::json!({
+            "reference_ops_per_cpu_s": speed,
+            "pipeline_exponent": power,
+        });
+        cases.push((format!("core-speed-{i}.json"), v.to_string(), vec![want]));
     }
     for (name, text, want) in cases {
         let p = d.path().join(&name);

@@ -88,11 +88,11 @@ fn recheck_cached(
     let (Some(cached), Some(limited)) = (cost_at(sweep, c), cpu_s_per_sample(t)) else {
         return Ok(());
     };
-    let limited = sweep.at_sweep_speed(c, t, limited);
-    if !slowed_cached(sweep.curve.at(c), g, cached, limited) {
+    let limited = sweep.at_reference_speed(t, limited);
+    let before = sweep.curve.at(c);
+    if !slowed_cached(before, g, cached, limited) {
         return Ok(());
     }
-    let before = sweep.curve.at(c);
     *sweep = remeasure(run, plan, c)?;
     run.warnings.push(format!(
         "the cached trial at {c} cores ran {before:.1} samples/s at {:.2} ms of CPU a sample, where \
@@ -173,7 +173,7 @@ pub(super) fn calibrate(
         };
         let h = hit(read);
         if let Some(cpu) = cpu_s_per_sample(&t) {
-            out.cpu.push((h, sweep.at_sweep_speed(c, &t, cpu)));
+            out.cpu.push((h, sweep.at_reference_speed(&t, cpu)));
         }
         points.push(CalibrationPoint {
             cpus: c,

@@ -1,8 +1,10 @@
 //! Stage 1, the CPU axis: min(G, P(c)) measured with the dataset cached ("optimistic profiling",
 //! docs/architecture.md §4), and the footprint each trial's peak memory gives beside its cache.
 
+use super::calibrate::cpu_bound;
 use super::runner::Runner;
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
+use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::{CacheState, TrialResult};
 use crate::profile::file::TrialRole;
 use crate::stall::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
@@ -52,9 +54,11 @@ fn resident_of_peaks(peaks: &[(f64, f64)]) -> Vec<FootprintPoint> {
 
 /// What the CPU sweep found.
 pub(super) struct Sweep {
-    /// Throughput at each measured core count.
+    /// Throughput at each measured core count, as measured ([`Sweep::curve_at_reference_speed`] for
+    /// the model).
     pub(super) curve: CpuCurve,
-    /// CPU-seconds per sample at each measured core count.
+    /// CPU-seconds per sample at each measured core count, at the reference speed
+    /// ([`Sweep::at_reference_speed`]).
     pub(super) cost: Vec<CostPoint>,
     /// The footprint at each measured core count, bytes (slack included).
     pub(super) footprint_points: Vec<FootprintPoint>,
@@ -89,45 +93,100 @@ impl Sweep {
         crate::stall::footprint_at(&self.resident_points, 0, cpus) as u64
     }
 
-    /// The speed the model's CPU stage was measured at: the median of the sweep's trials' speed probe
-    /// readings, operations per CPU-second; `None` where none was read.
+    /// The speed the model's CPU stage is at: the median of the sweep's trials' speed probe readings,
+    /// operations per CPU-second; `None` where none was read.
     pub(super) fn reference_speed(&self) -> Option<f64> {
-        let mut s: Vec<f64> = self.core_speed.iter().map(|(_, s)| *s).collect();
-        s.sort_by(f64::total_cmp);
-        let n = s.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some(s[n / 2]),
-            _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
-        }
+        median(self.core_speed.iter().map(|(_, s)| *s).collect())
     }
 
-    /// `cpu_s` CPU-seconds per sample that `trial` measured, as the sweep's trial at `cpus` would have
-    /// spent them. The cores' speed moves between trials (the speed probe read 444 to 527 million
-    /// operations per CPU-second within one profile of `audio`), and a miss's cost is the difference
-    /// between trials' costs per sample: unscaled, a slow spell during one trial reads as a miss cost
-    /// (docs/profile-format.md, "The model behind the matrix"). Unscaled where either speed is unknown.
-    pub(super) fn at_sweep_speed(&self, cpus: f64, trial: &TrialResult, cpu_s: f64) -> f64 {
-        let theirs = trial
-            .disturbance
-            .as_ref()
-            .and_then(|d| d.core_ops_per_cpu_s);
-        let ours = self
-            .core_speed
-            .iter()
-            .find(|(c, _)| *c == cpus)
-            .map(|(_, s)| *s);
-        match (theirs, ours) {
-            (Some(t), Some(o)) if t > 0.0 && o > 0.0 => cpu_s * t / o,
-            _ => cpu_s,
-        }
+    /// `cpu_s` CPU-seconds per sample that `trial` measured, as the workload would have spent them at the
+    /// reference speed ([`Sweep::reference_speed`]), like the sweep's own costs. The cores' speed moves
+    /// between trials (the speed probe read 444 to 527 million operations per CPU-second within one
+    /// profile of `audio`), and a miss's cost is the difference between trials' costs per sample:
+    /// unscaled, a slow spell during one trial reads as a miss cost (docs/profile-format.md, "The host's
+    /// speed"). Unscaled where either speed is unknown.
+    pub(super) fn at_reference_speed(&self, trial: &TrialResult, cpu_s: f64) -> f64 {
+        cpu_s * to_reference(trial_speed(trial), self.reference_speed())
+    }
+
+    /// The cached rates at the reference speed, the model's CPU stage: a rate the pipeline's CPU bounded
+    /// ([`cpu_bound`] against the accelerator's `g` samples/s) is scaled to the reference speed, up to
+    /// `g`; one at the accelerator's rate stays, as the accelerator set it. Each trial ran at whatever
+    /// speed the host had during it, and a slow spell while the half-core trial ran would otherwise
+    /// stand for the host at half a core.
+    pub(super) fn curve_at_reference_speed(&self, g: f64) -> CpuCurve {
+        CpuCurve::new(rates_at_reference(
+            self.curve.points(),
+            &self.core_speed,
+            self.reference_speed(),
+            g,
+        ))
     }
 }
 
-/// One cached trial at `cpus` cores; its throughput, samples per second.
+/// Cached rates `points`, measured at the speeds `core_speed` (cores, probe reading), at `reference`:
+/// see [`Sweep::curve_at_reference_speed`].
+fn rates_at_reference(
+    points: &[CpuPoint],
+    core_speed: &[(f64, f64)],
+    reference: Option<f64>,
+    g: f64,
+) -> Vec<CpuPoint> {
+    points
+        .iter()
+        .map(|p| {
+            let speed = core_speed
+                .iter()
+                .find(|(c, _)| *c == p.cpus)
+                .map(|(_, s)| *s);
+            CpuPoint {
+                cpus: p.cpus,
+                samples_per_s: if cpu_bound(p.samples_per_s, g) {
+                    (p.samples_per_s / to_reference(speed, reference)).min(g)
+                } else {
+                    p.samples_per_s
+                },
+            }
+        })
+        .collect()
+}
+
+/// The speed probe's mean over `trial`, operations per CPU-second.
+fn trial_speed(trial: &TrialResult) -> Option<f64> {
+    trial
+        .disturbance
+        .as_ref()
+        .and_then(|d| d.core_ops_per_cpu_s)
+}
+
+/// What a cost per sample measured at `speed` is multiplied by to be at `reference`
+/// ([`pipeline_speedup`]); 1 where either is unknown.
+fn to_reference(speed: Option<f64>, reference: Option<f64>) -> f64 {
+    match (speed, reference) {
+        (Some(s), Some(r)) if s > 0.0 && r > 0.0 => pipeline_speedup(s / r),
+        _ => 1.0,
+    }
+}
+
+/// The median of `v`; `None` when it is empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// One cached trial at `cpus` cores, to the grid's precision; its throughput, samples per second.
 fn measure_cached(run: &mut Runner, plan: &Plan, cpus: f64) -> Result<f64, ProfileRunError> {
     let mut r = base_request(plan.spec, cpus);
     r.cache_state = CacheState::Warm;
+    // To the precision of the grid points the model predicts: the host moves a trial's rate further
+    // than ±2% between trials of one allocation (the bench's `repeats`: 7-17% at one and half a core),
+    // and ±2% held a half-core trial to its 30 s cap.
+    r.estimator.rel_precision = super::CONSTRAINED_PRECISION;
     Ok(run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s)
 }
 
@@ -188,6 +247,8 @@ fn summarize(run: &Runner) -> Sweep {
             .collect()
     };
     let peaks = by_cores(&|t| resident_peak(t).map(|b| b as f64));
+    let core_speed = by_cores(&trial_speed);
+    let reference = median(core_speed.iter().map(|(_, s)| *s).collect());
     Sweep {
         curve: CpuCurve::new(
             by_cores(&|t| Some(t.throughput.samples_per_s))
@@ -198,11 +259,14 @@ fn summarize(run: &Runner) -> Sweep {
                 })
                 .collect(),
         ),
-        cost: by_cores(&cpu_s_per_sample)
-            .into_iter()
-            .map(|(cpus, cpu_s_per_sample)| CostPoint {
-                cpus,
-                cpu_s_per_sample,
+        cost: trials
+            .iter()
+            .filter_map(|t| {
+                Some(CostPoint {
+                    cpus: t.allocation.cpus.0,
+                    cpu_s_per_sample: cpu_s_per_sample(t)?
+                        * to_reference(trial_speed(t), reference),
+                })
             })
             .collect(),
         footprint_points: peaks
@@ -213,7 +277,7 @@ fn summarize(run: &Runner) -> Sweep {
             })
             .collect(),
         resident_points: resident_of_peaks(&peaks),
-        core_speed: by_cores(&|t| t.disturbance.as_ref()?.core_ops_per_cpu_s),
+        core_speed,
         first: all
             .first()
             .map(|t| (*t).clone())
@@ -252,6 +316,7 @@ pub(super) fn cost_at(sweep: &Sweep, cpus: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT;
 
     #[test]
     fn what_stays_resident_never_exceeds_what_more_cores_keep() {
@@ -279,6 +344,41 @@ mod tests {
         // A slower second run leaves the first standing.
         let kept = fastest_per_core(&[(1.0, 529.7), (1.0, 394.8)], |t| t.0, |t| t.1);
         assert_eq!(kept, [(1.0, 529.7)]);
+    }
+
+    #[test]
+    fn a_cpu_bound_rate_is_brought_to_the_reference_speed_and_one_at_the_accelerator_stays() {
+        let g = 641.6;
+        let points =
+            [(0.5, 201.4), (1.0, 424.5), (2.0, 641.6)].map(|(cpus, samples_per_s)| CpuPoint {
+                cpus,
+                samples_per_s,
+            });
+        // Probe readings: half a core measured in a slow spell, one core at the reference.
+        let speeds = [(0.5, 0.95e9), (1.0, 1.0e9), (2.0, 1.02e9)];
+        let r = rates_at_reference(&points, &speeds, Some(1.0e9), g);
+        let want = 201.4 / 0.95f64.powf(PIPELINE_SPEED_EXPONENT);
+        assert!((r[0].samples_per_s - want).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[1].samples_per_s, 424.5);
+        assert_eq!(r[2].samples_per_s, g, "the accelerator set it");
+        // A speed-up never takes a CPU-bound rate past the accelerator's.
+        let fast = rates_at_reference(&points[1..2], &[(1.0, 1.3e9)], Some(1.0e9), 430.0);
+        assert_eq!(fast[0].samples_per_s, 424.5, "at G: not scaled");
+        let fast = rates_at_reference(&points[1..2], &[(1.0, 0.8e9)], Some(1.0e9), 500.0);
+        assert_eq!(fast[0].samples_per_s, 500.0);
+        // Without a reading, as measured.
+        assert_eq!(rates_at_reference(&points, &[], Some(1.0e9), g), points);
+    }
+
+    #[test]
+    fn a_cost_is_brought_to_the_reference_speed() {
+        // Measured in a slow spell, a sample cost more CPU than at the reference.
+        let k = to_reference(Some(0.95e9), Some(1.0e9));
+        assert!((k - 0.95f64.powf(PIPELINE_SPEED_EXPONENT)).abs() < 1e-12);
+        assert_eq!(to_reference(None, Some(1.0e9)), 1.0);
+        assert_eq!(to_reference(Some(1.0e9), None), 1.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0, 10.0]), Some(2.5));
+        assert_eq!(median(Vec::new()), None);
     }
 
     #[test]

@@ -66,8 +66,8 @@ pub(super) struct Fetch {
     pub(super) model: FetchModel,
     /// The cores the cold epoch ran at (the calibration's).
     pub(super) cores: f64,
-    /// CPU-seconds per sample over the cold epoch (every sample a miss), at the speed of the sweep's
-    /// trial at the same cores ([`Sweep::at_sweep_speed`]).
+    /// CPU-seconds per sample over the cold epoch (every sample a miss), at the sweep's reference speed
+    /// ([`Sweep::at_reference_speed`]).
     pub(super) cold_cpu: Option<f64>,
     /// Seconds a loader waits per miss.
     pub(super) wait_s_per_miss: f64,
@@ -162,7 +162,7 @@ impl Fetch {
         let cores = self.cores;
         self.cold_cpu = cold
             .cpu_s_per_sample
-            .map(|c| sweep.at_sweep_speed(cores, trial, c));
+            .map(|c| sweep.at_reference_speed(trial, c));
         if let Some(b) = cold.read_bytes_per_sample.filter(|b| *b > 0.0) {
             self.model.mean_sample_bytes = b;
             self.wait_for_reads();

@@ -5,7 +5,8 @@ use super::calibrate::{cpu_bound, Calibration};
 use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
-use crate::profile::file::{FittedModel, HitRatioRow};
+use crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT;
+use crate::profile::file::{CoreSpeedReference, FittedModel, HitRatioRow};
 use crate::stall::{minio_hit_ratio, CostPoint, MissCost, StallModel};
 
 /// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
@@ -43,7 +44,7 @@ fn miss_wait(cost: &MissCost, fetch: &Fetch, calibration: &Calibration) -> f64 {
 
 /// Stage 5: the model. At the calibration's cores, what a miss costs is the least-squares slope of
 /// CPU-seconds per sample against the miss ratio over the cold epoch and the calibration trials (each
-/// at the sweep's speed), from the sweep's cached trial there.
+/// at the reference speed), from the sweep's cached trial there.
 pub(super) fn fit(
     plan: &Plan,
     sweep: &Sweep,
@@ -106,7 +107,7 @@ pub(super) fn fit(
     FittedModel {
         stall: StallModel {
             accelerator_samples_per_s: g,
-            cpu: sweep.curve.clone(),
+            cpu: sweep.curve_at_reference_speed(g),
             fetch: fetch.model,
             footprint_bytes: sweep.footprint().unwrap_or(floor).max(floor),
             footprint_points: sweep.footprint_points.clone(),
@@ -118,5 +119,11 @@ pub(super) fn fit(
         hit_ratios,
         hit_curve: calibration.fit.clone(),
         accelerator: None,
+        core_speed: sweep
+            .reference_speed()
+            .map(|reference_ops_per_cpu_s| CoreSpeedReference {
+                reference_ops_per_cpu_s,
+                pipeline_exponent: PIPELINE_SPEED_EXPONENT,
+            }),
     }
 }

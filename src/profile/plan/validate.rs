@@ -3,6 +3,7 @@
 
 use super::runner::Runner;
 use super::{Plan, ProfileRunError};
+use crate::measure::hostspeed::pipeline_speedup;
 use crate::profile::file::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::stall::HitModel;
 use crate::units::{Bytes, GIB};
@@ -55,8 +56,12 @@ pub(super) fn validate(
             predicted_page_cache: predicted(HitModel::PageCache),
             predicted_ds_analyzer: Some(model.predict_ds_analyzer(c, mem).samples_per_s),
             core_speed,
-            predicted_at_core_speed: core_speed
-                .map(|k| model.at_core_speed(k).predict(c, mem, None).samples_per_s),
+            predicted_at_core_speed: core_speed.map(|k| {
+                model
+                    .at_core_speed(pipeline_speedup(k))
+                    .predict(c, mem, None)
+                    .samples_per_s
+            }),
             role,
         });
     }
