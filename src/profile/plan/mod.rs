@@ -233,6 +233,7 @@ pub fn run_profile(
     };
 
     let mut sweep = cpu_sweep(&mut run, &plan)?;
+    run.speed.sweep_median = sweep.reference_speed();
     // A footprint the spec does not declare is known only now: the rest of the plan is refused rather
     // than measured for memory sizes the workload cannot run in (the CPU trials stay journaled).
     let footprint = sweep.footprint_at(plan.cpu_axis[0], spec_floor(&spec));

@@ -11,6 +11,7 @@ use super::ProfileRunError;
 use crate::cancel::Cancel;
 use crate::isolate::IsolationKind;
 use crate::measure::contention::{HostReading, SLOW_CORE};
+use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::hostspeed::{cpu_calibration, CpuCalibration};
 use crate::measure::{self, TrialError, TrialRequest, TrialResult};
 use crate::profile::file::{ProfileTrial, TrialRole};
@@ -43,14 +44,23 @@ pub(super) struct Runner<'a> {
     pub(super) slow_host: SlowHost,
 }
 
-/// The host's CPU speed over the profile: the calibration kernel before the first trial, and the
-/// fastest reading of any trial's speed probe since.
+/// A trial after the CPU sweep whose core ran, by the speed probe, below this fraction of the sweep's
+/// median reading is slow: a pipeline runs about that fraction to the power 2.5 as fast (12% slower at
+/// 0.95). Over the 540 grid trials of the benches kept on 2026-12-03 and 04, the model's median error
+/// was 2.1% on trials within 2% of the sweep's median, 9.1% on those 5-8% below and 18.7% on those
+/// further below (docs/profile-format.md, "Disturbed trials").
+const SLOW_AGAINST_SWEEP: f64 = 0.95;
+
+/// The host's CPU speed over the profile: the calibration kernel before the first trial, the fastest
+/// reading of any trial's speed probe since, and the CPU sweep's median reading once it is known.
 pub(super) struct Speed {
     /// The core the calibration kernel runs on (the first this profile holds).
     pub(super) core: Option<usize>,
     /// The calibration before the first trial.
     pub(super) first: CpuCalibration,
     best_probe: f64,
+    /// The CPU sweep's median probe reading, operations per CPU-second, once the sweep has run.
+    pub(super) sweep_median: Option<f64>,
 }
 
 impl Speed {
@@ -60,12 +70,14 @@ impl Speed {
             core,
             first: cpu_calibration(core),
             best_probe: 0.0,
+            sweep_median: None,
         }
     }
 
     /// Marks `r` disturbed when its core ran slow against the fastest this profile has seen (a trial
-    /// that ran slow throughout has no fast reading of its own to compare with), and says whether it
-    /// did: that is, whether the trial was disturbed by its core's speed alone.
+    /// that ran slow throughout has no fast reading of its own to compare with) or, after the CPU
+    /// sweep, against the sweep's median ([`SLOW_AGAINST_SWEEP`]), and says whether it did: that is,
+    /// whether the trial was disturbed by its core's speed alone.
     fn judge(&mut self, r: &mut TrialResult) -> bool {
         let Some(d) = r.disturbance.as_mut() else {
             return false;
@@ -73,17 +85,34 @@ impl Speed {
         self.best_probe = self
             .best_probe
             .max(d.core_best_ops_per_cpu_s.unwrap_or(0.0));
-        match d.core_ops_per_cpu_s {
-            Some(s) if !d.disturbed && s < SLOW_CORE * self.best_probe => {
-                d.disturbed = true;
-                d.reason = Some(format!(
-                    "its core ran {:.0}% below the fastest this profile has seen, by the speed probe, though no other work showed on it (the machine under this one is busy)",
-                    100.0 * (1.0 - s / self.best_probe)
-                ));
-                true
-            }
-            _ => false,
+        let Some(reason) = d
+            .core_ops_per_cpu_s
+            .filter(|_| !d.disturbed)
+            .and_then(|s| self.slow(s))
+        else {
+            return false;
+        };
+        d.disturbed = true;
+        d.reason = Some(reason);
+        true
+    }
+
+    /// Why a trial whose speed probe read `s` operations per CPU-second on average ran slow, or `None`.
+    fn slow(&self, s: f64) -> Option<String> {
+        const NOTHING_ELSE: &str =
+            "though no other work showed on it (the machine under this one is busy)";
+        if s < SLOW_CORE * self.best_probe {
+            return Some(format!(
+                "its core ran {:.0}% below the fastest this profile has seen, by the speed probe, {NOTHING_ELSE}",
+                100.0 * (1.0 - s / self.best_probe)
+            ));
         }
+        let m = self.sweep_median.filter(|m| s < SLOW_AGAINST_SWEEP * m)?;
+        Some(format!(
+            "its core ran {:.0}% below the CPU sweep's median speed, by the speed probe, so a pipeline ran about {:.0}% slower, {NOTHING_ELSE}",
+            100.0 * (1.0 - s / m),
+            100.0 * (1.0 - pipeline_speedup(s / m))
+        ))
     }
 }
 
@@ -287,6 +316,30 @@ mod tests {
             }
         }
         panic!("the trial was never kept after {} runs", runs.len());
+    }
+
+    #[test]
+    fn a_core_slow_against_the_sweeps_median_is_judged_slow_once_the_sweep_has_run() {
+        let mut speed = Speed {
+            core: None,
+            first: CpuCalibration {
+                ops_per_s: 100.0,
+                ops_per_cpu_s: 100.0,
+                spread: 0.0,
+                repeats: 1,
+                core: None,
+            },
+            best_probe: 100.0,
+            sweep_median: None,
+        };
+        // 10% below the fastest: not slow by that rule, and no sweep yet.
+        assert_eq!(speed.slow(90.0), None);
+        assert!(speed.slow(80.0).unwrap().contains("below the fastest"));
+        speed.sweep_median = Some(95.0);
+        assert_eq!(speed.slow(91.0), None, "4% below the sweep's median");
+        let why = speed.slow(85.5).unwrap();
+        assert!(why.contains("10% below the CPU sweep's median"), "{why}");
+        assert!(why.contains("about 23% slower"), "{why}");
     }
 
     #[test]
