@@ -96,7 +96,7 @@ impl Sweep {
     /// The speed the model's CPU stage is at: the median of the sweep's trials' speed probe readings,
     /// operations per CPU-second; `None` where none was read.
     pub(super) fn reference_speed(&self) -> Option<f64> {
-        median(self.core_speed.iter().map(|(_, s)| *s).collect())
+        reference_of(&self.core_speed)
     }
 
     /// `cpu_s` CPU-seconds per sample that `trial` measured, as the workload would have spent them at the
@@ -166,6 +166,11 @@ fn to_reference(speed: Option<f64>, reference: Option<f64>) -> f64 {
         (Some(s), Some(r)) if s > 0.0 && r > 0.0 => pipeline_speedup(s / r),
         _ => 1.0,
     }
+}
+
+/// The reference speed of probe readings `core_speed` (cores, reading): their median.
+fn reference_of(core_speed: &[(f64, f64)]) -> Option<f64> {
+    median(core_speed.iter().map(|(_, s)| *s).collect())
 }
 
 /// The median of `v`; `None` when it is empty.
@@ -248,7 +253,7 @@ fn summarize(run: &Runner) -> Sweep {
     };
     let peaks = by_cores(&|t| resident_peak(t).map(|b| b as f64));
     let core_speed = by_cores(&trial_speed);
-    let reference = median(core_speed.iter().map(|(_, s)| *s).collect());
+    let reference = reference_of(&core_speed);
     Sweep {
         curve: CpuCurve::new(
             by_cores(&|t| Some(t.throughput.samples_per_s))
