@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.7` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.8` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,14 +12,15 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.7";
+pub const SCHEMA: &str = "synergy-profile/1.8";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
 /// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
 /// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache; 1.7: the
-/// core speed the CPU stage is at), so an older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 8] = [
+/// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took), so an older file
+/// reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 9] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
@@ -27,6 +28,7 @@ pub const READABLE_SCHEMAS: [&str; 8] = [
     "synergy-profile/1.4",
     "synergy-profile/1.5",
     "synergy-profile/1.6",
+    "synergy-profile/1.7",
     SCHEMA,
 ];
 
@@ -228,6 +230,10 @@ pub struct ProfileTrial {
     /// Times it was run: more than 1 when earlier runs were disturbed by other work on the host.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub attempts: u32,
+    /// Seconds the runs before the kept one took (1.8; 0 when it ran once): what re-running disturbed
+    /// trials cost the profile, which its own `duration_s` does not show.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub earlier_runs_s: f64,
     /// The full trial result.
     pub result: TrialResult,
 }
@@ -238,6 +244,10 @@ fn one() -> u32 {
 
 fn is_one(n: &u32) -> bool {
     *n == 1
+}
+
+fn is_zero(s: &f64) -> bool {
+    *s == 0.0
 }
 
 /// The fitted model and the hit-ratio tables needed to evaluate it anywhere.

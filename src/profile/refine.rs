@@ -224,6 +224,7 @@ impl Pool {
             role: TrialRole::Observed,
             memory_gib: Some(self.memory_gib),
             attempts: self.n as u32,
+            earlier_runs_s: 0.0,
             result: TrialResult {
                 schema: TRIAL_SCHEMA.into(),
                 workload: o.map(|o| o.workload.clone()).unwrap_or_default(),

@@ -217,6 +217,17 @@ impl Profile {
                 return Err(bad(format!("validation[{i}].{f}"), number));
             }
         }
+        // The bench adds these up as the profile's cost.
+        if let Some(i) = self
+            .trials
+            .iter()
+            .position(|t| !non_negative(&t.earlier_runs_s))
+        {
+            return Err(bad(
+                format!("trials[{i}].earlier_runs_s"),
+                "must be a non-negative number of seconds",
+            ));
+        }
         if let Some(model) = &self.model {
             model.validate(origin)?;
         }
@@ -438,5 +449,18 @@ mod tests {
             };
             assert_eq!(e.field.as_deref(), Some(field), "{e}");
         }
+    }
+
+    /// A trial's discarded runs took no negative time (1.8), and the shipped profile says so of none.
+    #[test]
+    fn a_negative_time_for_a_trials_earlier_runs_is_refused() {
+        let text = std::fs::read_to_string("profiles/image.json").unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(Profile::parse(&v.to_string(), "image.json").is_ok());
+        v["trials"][1]["earlier_runs_s"] = serde_json::json!(-3.5);
+        let Err(ProfileError::Invalid(e)) = Profile::parse(&v.to_string(), "image.json") else {
+            panic!("accepted a negative earlier_runs_s")
+        };
+        assert_eq!(e.field.as_deref(), Some("trials[1].earlier_runs_s"), "{e}");
     }
 }

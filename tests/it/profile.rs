@@ -54,7 +54,7 @@ fn a_profile_round_trips_through_predict() {
     let o = run(&profile_args(&spec, &out_s));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(p["schema"], "synergy-profile/1.7");
+    assert_eq!(p["schema"], "synergy-profile/1.8");
     assert!(out.with_extension("csv").exists());
     assert!(
         !out.with_extension("trials.jsonl").exists(),
@@ -211,6 +211,8 @@ fn a_profile_on_a_host_that_stays_busy_runs_no_trial_again_and_says_so() {
             t["role"],
             t["attempts"]
         );
+        // Nor the seconds of discarded runs, when there were none (schema 1.8).
+        assert!(t["earlier_runs_s"].is_null(), "{}", t["earlier_runs_s"]);
     }
     let not_again = warnings
         .iter()

@@ -140,6 +140,7 @@ impl Runner<'_> {
         );
         let mut attempts = 0;
         let mut slow_runs = 0;
+        let mut earlier_runs_s = 0.0;
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
@@ -186,11 +187,14 @@ impl Runner<'_> {
                 ));
                 break r;
             }
+            // This run is discarded: the trial runs again.
+            earlier_runs_s += r.duration_s;
         };
         let t = ProfileTrial {
             role,
             memory_gib,
             attempts,
+            earlier_runs_s,
             result: result.clone(),
         };
         self.journal.append(&t)?;
