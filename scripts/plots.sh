@@ -18,6 +18,7 @@ synergy=target/release/synergy
 "$synergy" plot profiles/zoo/res18.json profiles/zoo/transformer.json --kind heatmap -o "$out/zoo-heatmap.png"
 "$synergy" plot profiles/*.json --kind fit -o "$out/fit.png"
 "$synergy" plot profiles/zoo/*.json --kind cpu -o "$out/zoo-cpu.png"
+"$synergy" plot profiles/h200/pytorch-resnet18.json --kind cpu -o "$out/pytorch-resnet18-h200-cpu.png"
 
 sim=$(mktemp -d)
 trap 'rm -rf "$sim"' EXIT

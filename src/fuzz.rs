@@ -803,10 +803,10 @@ fn profile_files() {
     use crate::profile::{Profile, ProfileError};
     let mut full = Vec::new();
     let mut small = Vec::new();
-    for dir in ["profiles", "profiles/zoo"] {
+    for dir in ["profiles", "profiles/h200", "profiles/zoo"] {
         for p in shipped(dir, "json") {
             let v: Value = serde_json::from_str(&read(&p)).unwrap();
-            if dir == "profiles" {
+            if dir != "profiles/zoo" {
                 small.push(trimmed_profile(&v));
                 full.push(v);
             } else {
