@@ -185,6 +185,9 @@ pub struct Estimator {
 const MIN_BATCHES: usize = 10;
 /// Most batches: more adds little and makes neighbouring batches correlated.
 const MAX_BATCHES: usize = 30;
+/// Fewest whole epochs whose own rates give the interval of a whole-epoch window (fewer leave Student's t
+/// with one degree of freedom: the batches' interval stands in, as an upper bound).
+const MIN_EPOCHS_FOR_INTERVAL: u64 = 3;
 
 impl Estimator {
     /// An empty estimator.
@@ -398,8 +401,35 @@ impl Estimator {
             return None;
         }
         let (mean, half) = match used[0] {
+            Obs::Step { .. } if whole_epochs >= MIN_EPOCHS_FOR_INTERVAL => {
+                // Whole epochs are the unit here (hits early, misses late within each), so the
+                // interval comes from each epoch's samples and time.
+                let mut epochs: Vec<(f64, f64)> = Vec::with_capacity(whole_epochs as usize);
+                let (mut prev_t, mut current) = (origin_t, None);
+                for o in used {
+                    if let Obs::Step {
+                        t_s,
+                        samples,
+                        epoch,
+                    } = *o
+                    {
+                        if current != Some(epoch) {
+                            if let Some(last) = epochs.last_mut() {
+                                last.1 = prev_t - last.1;
+                            }
+                            epochs.push((0.0, prev_t));
+                            current = Some(epoch);
+                        }
+                        epochs.last_mut().expect("pushed").0 += samples;
+                        prev_t = t_s;
+                    }
+                }
+                if let Some(last) = epochs.last_mut() {
+                    last.1 = prev_t - last.1;
+                }
+                ratio_interval(&epochs, measured_s)
+            }
             Obs::Step { .. } => {
-                // Ratio estimator: total samples over total time, with its delta-method standard error.
                 let mut prev_t = origin_t;
                 let mut batches = Vec::with_capacity(n_batches);
                 for chunk in used.chunks(per_batch) {
@@ -414,17 +444,7 @@ impl Estimator {
                     batches.push((s, t - prev_t));
                     prev_t = t;
                 }
-                let total_s: f64 = batches.iter().map(|b| b.0).sum();
-                let rate = total_s / measured_s;
-                let n = batches.len() as f64;
-                let mean_dt = measured_s / n;
-                let var_resid: f64 = batches
-                    .iter()
-                    .map(|(s, dt)| (s - rate * dt).powi(2))
-                    .sum::<f64>()
-                    / (n - 1.0);
-                let se = (var_resid / n).sqrt() / mean_dt;
-                (rate, student_t95(n as usize - 1) * se)
+                ratio_interval(&batches, measured_s)
             }
             Obs::Rate { .. } => {
                 let rates: Vec<f64> = used
@@ -457,20 +477,40 @@ impl Estimator {
     }
 
     /// Whether the estimate is precise enough, and measured for long enough, to stop. In whole-epoch
-    /// mode a window of at least one whole epoch and the shortest window is enough: throughput then
-    /// varies within each epoch by design (hits early, misses late), so batches of steps spread widely
-    /// while the epoch's mean has no partial-epoch bias left; their interval is still reported, as an
-    /// upper bound on the uncertainty.
+    /// mode throughput varies within each epoch by design (hits early, misses late), so batches of steps
+    /// spread widely while an epoch's mean has no partial-epoch bias left: one whole epoch at least as
+    /// long as the shortest window is enough, and its batches' interval is reported as an upper bound.
+    /// Shorter epochs (a fast accelerator on a small dataset: 1.3 s on an H200, where two of them left
+    /// an interval of ±31%) are measured until the epochs' own rates agree to the precision.
     pub fn converged(&self) -> Option<Estimate> {
         self.estimate().filter(|e| {
             e.measured_s >= self.cfg.min_measure_s
                 && if self.whole_epoch_mode() {
                     e.whole_epochs > 0
+                        && (e.measured_s / e.whole_epochs as f64 >= self.cfg.min_measure_s
+                            || (e.whole_epochs >= MIN_EPOCHS_FOR_INTERVAL
+                                && e.rel_half_width() <= self.cfg.rel_precision))
                 } else {
                     e.rel_half_width() <= self.cfg.rel_precision
                 }
         })
     }
+}
+
+/// Total samples over `measured_s`, with the 95% half-width of the ratio estimator (delta-method standard
+/// error, Student's t) over `batches` of (samples, seconds) that tile the window.
+fn ratio_interval(batches: &[(f64, f64)], measured_s: f64) -> (f64, f64) {
+    let total: f64 = batches.iter().map(|b| b.0).sum();
+    let rate = total / measured_s;
+    let n = batches.len() as f64;
+    let mean_dt = measured_s / n;
+    let var_resid: f64 = batches
+        .iter()
+        .map(|(s, dt)| (s - rate * dt).powi(2))
+        .sum::<f64>()
+        / (n - 1.0);
+    let se = (var_resid / n).sqrt() / mean_dt;
+    (rate, student_t95(batches.len() - 1) * se)
 }
 
 /// Two-sided 95% quantile of Student's t with `df` degrees of freedom.
@@ -643,6 +683,47 @@ mod tests {
         let est = e.converged().expect("two whole epochs");
         assert_eq!(est.whole_epochs, 2);
         assert!((est.samples_per_s - 320.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn short_whole_epochs_measure_until_the_epochs_agree() {
+        let mut c = cfg();
+        c.warmup_epochs = 1;
+        c.whole_epochs = true;
+        c.rel_precision = 0.04;
+        // Epochs of 1.2 s (12 steps, fast then slow), shorter than the 2 s shortest window.
+        let steady = |e: &mut Estimator, t: &mut f64, n: u64, stretch: f64| {
+            for k in 0..12 {
+                *t += stretch * if k < 6 { 0.05 } else { 0.15 };
+                e.push_step(*t, 32.0, Some(n));
+            }
+        };
+        let mut e = Estimator::new(c.clone());
+        let mut t = 0.0;
+        for n in 0..4 {
+            steady(&mut e, &mut t, n, 1.0);
+        }
+        // Epochs 1 and 2 are whole (epoch 3 is known to be only once epoch 4 starts): they pass the
+        // shortest window, but two are too few to say how far epochs agree.
+        assert_eq!(e.estimate().unwrap().whole_epochs, 2);
+        assert!(e.converged().is_none());
+        steady(&mut e, &mut t, 4, 1.0);
+        let est = e.converged().expect("three epochs that agree");
+        assert_eq!(est.whole_epochs, 3);
+        assert!((est.samples_per_s - 320.0).abs() < 1e-6, "{est:?}");
+        // The interval is the epochs' own: they agree exactly, where the batches spread 3x.
+        assert!(est.ci95_half_width < 1e-6, "{est:?}");
+
+        // Epochs that disagree by a third keep the trial going.
+        let mut e = Estimator::new(c);
+        let mut t = 0.0;
+        for n in 0..6 {
+            steady(&mut e, &mut t, n, if n % 2 == 0 { 0.8 } else { 1.2 });
+        }
+        let est = e.estimate().unwrap();
+        assert_eq!(est.whole_epochs, 3, "{est:?}");
+        assert!(est.rel_half_width() > 0.04, "{est:?}");
+        assert!(e.converged().is_none());
     }
 
     #[test]

@@ -70,31 +70,50 @@ pub(super) fn validate(
 
 /// `n` grid points spread over the grid, leaving out the column the CPU sweep measured (the last,
 /// where the whole dataset is cached), so they test what the model derived rather than what it saw.
+/// The picks step evenly through the core counts and, in a shuffled order, through the memory columns,
+/// so each pick differs from the others in both axes; picking every k-th cell of the grid instead lands
+/// on one or two rows whenever k is a multiple of the row count (seen: the shipped profiles' four
+/// points all at 1 and 1.25 cores of 0.25-2).
 pub fn held_out(cpus: &[f64], memory_gib: &[f64], n: usize) -> Vec<(f64, f64)> {
     let cols = if memory_gib.len() > 1 {
         &memory_gib[..memory_gib.len() - 1]
     } else {
         memory_gib
     };
-    // Column-major order alternating rows, so consecutive picks differ in both axes.
-    let mut cells = Vec::new();
-    for (j, &m) in cols.iter().enumerate() {
-        for k in 0..cpus.len() {
-            let i = if j % 2 == 0 { k } else { cpus.len() - 1 - k };
-            cells.push((cpus[i], m));
-        }
-    }
-    if n == 0 || cells.is_empty() {
+    if n == 0 || cols.is_empty() || cpus.is_empty() {
         return Vec::new();
     }
-    if n >= cells.len() {
-        return cells;
+    if n >= cpus.len() * cols.len() {
+        return cols
+            .iter()
+            .flat_map(|&m| cpus.iter().map(move |&c| (c, m)))
+            .collect();
     }
-    let mut picked: Vec<(f64, f64)> = (0..n)
-        .map(|k| cells[((k as f64 + 0.5) * cells.len() as f64 / n as f64) as usize])
-        .collect();
-    picked.dedup();
+    // A stride coprime with n walks the columns in an order unrelated to the rows'.
+    let stride = (2..=n)
+        .rev()
+        .find(|&s| gcd(s, n) == 1 && s <= n.div_ceil(2) + 1)
+        .unwrap_or(1);
+    let at = |k: usize, len: usize| ((k as f64 + 0.5) * len as f64 / n as f64) as usize;
+    let mut picked: Vec<(f64, f64)> = Vec::with_capacity(n);
+    for k in 0..n {
+        let cell = (
+            cpus[at(k, cpus.len())],
+            cols[at(k * stride % n, cols.len())],
+        );
+        if !picked.contains(&cell) {
+            picked.push(cell);
+        }
+    }
     picked
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Which predictions of the validation points an [`ErrorSummary`] is of.
@@ -163,5 +182,24 @@ mod tests {
         assert!(distinct_cpus.len() >= 3, "{pts:?}");
         assert_eq!(held_out(&cpus, &mem, 100).len(), 8);
         assert!(held_out(&cpus, &mem, 0).is_empty());
+    }
+
+    #[test]
+    fn held_out_points_cover_the_rows_when_the_grid_is_a_multiple_of_them() {
+        // The shipped profiles' grid: 8 core counts, 4 held-out columns, 4 points.
+        let cpus = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0];
+        let mem = [0.1, 0.2, 0.3, 0.4, 0.5];
+        let pts = held_out(&cpus, &mem, 4);
+        let rows: Vec<f64> = pts.iter().map(|p| p.0).collect();
+        assert_eq!(rows, [0.5, 1.0, 1.5, 2.0], "{pts:?}");
+        let cols: std::collections::BTreeSet<_> = pts.iter().map(|p| (p.1 * 10.0) as i64).collect();
+        assert_eq!(cols.len(), 4, "{pts:?}");
+        // The H200 profile's: 5 core counts, 4 columns, 2 and 4 points.
+        let cpus = [1.0, 2.0, 4.0, 8.0, 16.0];
+        let two = held_out(&cpus, &mem, 2);
+        assert!(two[0].0 != two[1].0 && two[0].1 != two[1].1, "{two:?}");
+        let four = held_out(&cpus, &mem, 4);
+        let rows: std::collections::BTreeSet<_> = four.iter().map(|p| p.0 as i64).collect();
+        assert_eq!((four.len(), rows.len()), (4, 4), "{four:?}");
     }
 }
