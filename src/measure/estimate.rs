@@ -171,6 +171,24 @@ enum Obs {
     Rate { t_s: f64, samples_per_s: f64 },
 }
 
+impl Obs {
+    /// The epoch a step is in (0 for a reported rate).
+    fn epoch(&self) -> u64 {
+        match self {
+            Obs::Step { epoch, .. } => *epoch,
+            Obs::Rate { .. } => 0,
+        }
+    }
+
+    /// The samples a step finished (none for a reported rate).
+    fn samples(&self) -> f64 {
+        match self {
+            Obs::Step { samples, .. } => *samples,
+            Obs::Rate { .. } => 0.0,
+        }
+    }
+}
+
 /// Accumulates progress and answers "how fast" and "may we stop".
 #[derive(Debug, Clone)]
 pub struct Estimator {
@@ -243,13 +261,7 @@ impl Estimator {
 
     /// Samples seen so far (steps only).
     pub fn total_samples(&self) -> f64 {
-        self.obs
-            .iter()
-            .map(|o| match o {
-                Obs::Step { samples, .. } => *samples,
-                Obs::Rate { .. } => 0.0,
-            })
-            .sum()
+        self.obs.iter().map(Obs::samples).sum()
     }
 
     fn t_of(o: &Obs) -> f64 {
@@ -261,10 +273,7 @@ impl Estimator {
     /// Index of the first observation past warm-up: the one before it is the measurement's time origin.
     fn warmup_end(&self) -> Option<usize> {
         let first_t = Self::t_of(self.obs.first()?);
-        let first_epoch = match self.obs.first()? {
-            Obs::Step { epoch, .. } => *epoch,
-            Obs::Rate { .. } => 0,
-        };
+        let first_epoch = self.obs.first()?.epoch();
         let idx = self.obs.iter().position(|o| {
             let past_time = Self::t_of(o) - first_t >= self.cfg.warmup_s;
             let past_epoch = match o {
@@ -286,11 +295,8 @@ impl Estimator {
         if self.whole_epoch_mode() && by_epoch {
             // The window opens where an epoch starts: at idx if it is the first step of its epoch, else
             // at the next epoch's first step. The origin is the step before it.
-            let epoch_at = |i: usize| match self.obs[i] {
-                Obs::Step { epoch, .. } => epoch,
-                Obs::Rate { .. } => 0,
-            };
-            let start = (idx..self.obs.len()).find(|&i| i >= 1 && epoch_at(i) > epoch_at(i - 1))?;
+            let start = (idx..self.obs.len())
+                .find(|&i| i >= 1 && self.obs[i].epoch() > self.obs[i - 1].epoch())?;
             return Some(start - 1);
         }
         Some(idx + self.mser_truncation(idx))
@@ -304,13 +310,9 @@ impl Estimator {
     /// In whole-epoch mode, how many leading observations of `window` make up its complete epochs, and
     /// how many epochs that is; `None` while the window is still inside its first epoch.
     fn complete_epochs(&self, window: &[Obs]) -> Option<(usize, u64)> {
-        let epoch = |o: &Obs| match o {
-            Obs::Step { epoch, .. } => *epoch,
-            Obs::Rate { .. } => 0,
-        };
-        let last = epoch(window.last()?);
-        let cut = window.iter().position(|o| epoch(o) == last)?;
-        (cut > 0).then(|| (cut, last - epoch(&window[0])))
+        let last = window.last()?.epoch();
+        let cut = window.iter().position(|o| o.epoch() == last)?;
+        (cut > 0).then(|| (cut, last - window[0].epoch()))
     }
 
     /// Extra observations to drop after the fixed warm-up, chosen by MSER-5: the truncation point that
@@ -401,50 +403,14 @@ impl Estimator {
             return None;
         }
         let (mean, half) = match used[0] {
-            Obs::Step { .. } if whole_epochs >= MIN_EPOCHS_FOR_INTERVAL => {
-                // Whole epochs are the unit here (hits early, misses late within each), so the
-                // interval comes from each epoch's samples and time.
-                let mut epochs: Vec<(f64, f64)> = Vec::with_capacity(whole_epochs as usize);
-                let (mut prev_t, mut current) = (origin_t, None);
-                for o in used {
-                    if let Obs::Step {
-                        t_s,
-                        samples,
-                        epoch,
-                    } = *o
-                    {
-                        if current != Some(epoch) {
-                            if let Some(last) = epochs.last_mut() {
-                                last.1 = prev_t - last.1;
-                            }
-                            epochs.push((0.0, prev_t));
-                            current = Some(epoch);
-                        }
-                        epochs.last_mut().expect("pushed").0 += samples;
-                        prev_t = t_s;
-                    }
-                }
-                if let Some(last) = epochs.last_mut() {
-                    last.1 = prev_t - last.1;
-                }
-                ratio_interval(&epochs, measured_s)
-            }
+            // Whole epochs are the unit of a window of them (hits early, misses late within each), so
+            // the interval comes from each epoch's samples and time; otherwise from batches of steps.
+            Obs::Step { .. } if whole_epochs >= MIN_EPOCHS_FOR_INTERVAL => ratio_interval(
+                &tiles(used.chunk_by(|a, b| a.epoch() == b.epoch()), origin_t),
+                measured_s,
+            ),
             Obs::Step { .. } => {
-                let mut prev_t = origin_t;
-                let mut batches = Vec::with_capacity(n_batches);
-                for chunk in used.chunks(per_batch) {
-                    let s: f64 = chunk
-                        .iter()
-                        .map(|o| match o {
-                            Obs::Step { samples, .. } => *samples,
-                            Obs::Rate { .. } => 0.0,
-                        })
-                        .sum();
-                    let t = Self::t_of(&chunk[chunk.len() - 1]);
-                    batches.push((s, t - prev_t));
-                    prev_t = t;
-                }
-                ratio_interval(&batches, measured_s)
+                ratio_interval(&tiles(used.chunks(per_batch), origin_t), measured_s)
             }
             Obs::Rate { .. } => {
                 let rates: Vec<f64> = used
@@ -495,6 +461,20 @@ impl Estimator {
                 }
         })
     }
+}
+
+/// Each of `chunks`, consecutive observations from `origin_t` on, as (samples, seconds since the chunk
+/// before ended).
+fn tiles<'a>(chunks: impl Iterator<Item = &'a [Obs]>, origin_t: f64) -> Vec<(f64, f64)> {
+    let mut prev_t = origin_t;
+    chunks
+        .map(|chunk| {
+            let t = Estimator::t_of(&chunk[chunk.len() - 1]);
+            let tile = (chunk.iter().map(Obs::samples).sum(), t - prev_t);
+            prev_t = t;
+            tile
+        })
+        .collect()
 }
 
 /// Total samples over `measured_s`, with the 95% half-width of the ratio estimator (delta-method standard

@@ -89,10 +89,10 @@ pub fn held_out(cpus: &[f64], memory_gib: &[f64], n: usize) -> Vec<(f64, f64)> {
             .flat_map(|&m| cpus.iter().map(move |&c| (c, m)))
             .collect();
     }
-    // A stride coprime with n walks the columns in an order unrelated to the rows'.
-    let stride = (2..=n)
+    // A stride near half of n and coprime with it walks the columns in an order unrelated to the rows'.
+    let stride = (2..=n.min(n.div_ceil(2) + 1))
         .rev()
-        .find(|&s| gcd(s, n) == 1 && s <= n.div_ceil(2) + 1)
+        .find(|&s| gcd(s, n) == 1)
         .unwrap_or(1);
     let at = |k: usize, len: usize| ((k as f64 + 0.5) * len as f64 / n as f64) as usize;
     let mut picked: Vec<(f64, f64)> = Vec::with_capacity(n);
