@@ -630,8 +630,9 @@ pub(super) struct MeasureArgs {
     #[arg(long, default_value_t = 0)]
     pub(super) warmup_epochs: u64,
     /// Measure whole epochs: start where an epoch starts and stop at the first epoch end past
-    /// --min-seconds (--precision then does not apply). For memory-limited trials, whose page-cache hits
-    /// cluster early in each epoch.
+    /// --min-seconds (--precision then does not apply; epochs shorter than 1.5 times --min-seconds are
+    /// measured until three agree within it). For memory-limited trials, whose page-cache hits cluster
+    /// early in each epoch.
     #[arg(long)]
     pub(super) whole_epochs: bool,
     /// Shortest measured window, seconds, not negative and at most --max-seconds.
