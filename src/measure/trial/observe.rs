@@ -61,6 +61,11 @@ impl Tally {
                 cache_misses,
             } => {
                 let t = at.duration_since(self.start).as_secs_f64();
+                // Epochs only move forward: a batch of the last epoch that a worker finished after
+                // the next epoch's first (a loader that hands batches over as they are done, as the
+                // built-in pipeline does) counts in the epoch now running, so each epoch is one span
+                // of time and a whole-epoch window ends where the next epoch's first batch arrived.
+                let epoch = epoch.map(|e| self.epoch.map_or(e, |now| e.max(now)));
                 self.steps += 1;
                 if epoch.is_some() && self.epoch.is_some() && epoch != self.epoch {
                     self.epoch_turned = true;
@@ -322,4 +327,37 @@ fn probe_hint(req: &TrialRequest, tally: &Tally) -> Option<String> {
         Some(p) if p.torch == Some(true) => "; the PyTorch probe saw the script load torch's data loading but iterate no `torch.utils.data.DataLoader`, and it counts only DataLoader batches: measure such a script through a spec whose `progress` pattern reads its own log (docs/workload-spec.md)".to_string(),
         _ => "; the PyTorch probe saw no import of `torch.utils.data`: either the script uses no PyTorch DataLoader (the probe counts only DataLoader batches: measure it through a spec whose `progress` pattern reads its own log, docs/workload-spec.md), or its Python does not read a `sitecustomize` from PYTHONPATH (`python -S` and `-I` do not)".to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::estimate::EstimatorConfig;
+
+    #[test]
+    fn a_batch_of_the_last_epoch_that_arrives_late_counts_in_the_current_one() {
+        let start = Instant::now();
+        let mut tally = Tally {
+            start,
+            est: Estimator::new(EstimatorConfig::default()),
+            steps: 0,
+            malformed: 0,
+            cache_steps: Vec::new(),
+            epoch: None,
+            epoch_turned: false,
+            epochs: Vec::new(),
+            probe: None,
+        };
+        for (k, e) in [0, 0, 1, 0, 1, 1, 2].into_iter().enumerate() {
+            tally.add(ProgressEvent::Step {
+                at: start + Duration::from_millis(100 * (k as u64 + 1)),
+                samples: 32.0,
+                epoch: Some(e),
+                cache_hits: None,
+                cache_misses: None,
+            });
+        }
+        let epochs: Vec<(u64, f64)> = tally.epochs.iter().map(|e| (e.0, e.3)).collect();
+        assert_eq!(epochs, [(0, 64.0), (1, 128.0), (2, 32.0)]);
+    }
 }
