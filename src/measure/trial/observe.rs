@@ -51,6 +51,21 @@ struct Tally {
 }
 
 impl Tally {
+    /// Nothing received yet from a workload started at `start`.
+    fn new(start: Instant, est: Estimator) -> Self {
+        Tally {
+            start,
+            est,
+            steps: 0,
+            malformed: 0,
+            cache_steps: Vec::new(),
+            epoch: None,
+            epoch_turned: false,
+            epochs: Vec::new(),
+            probe: None,
+        }
+    }
+
     fn add(&mut self, ev: ProgressEvent) {
         match ev {
             ProgressEvent::Step {
@@ -139,17 +154,7 @@ pub(super) fn observe(
     let reader = source.map(|s| progress::spawn(s, tx));
 
     let start = running.started();
-    let mut tally = Tally {
-        start,
-        est: Estimator::new(req.estimator.clone()),
-        steps: 0,
-        malformed: 0,
-        cache_steps: Vec::new(),
-        epoch: None,
-        epoch_turned: false,
-        epochs: Vec::new(),
-        probe: None,
-    };
+    let mut tally = Tally::new(start, Estimator::new(req.estimator.clone()));
     let cores = domain.cpu_list().to_vec();
     let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
         t_s,
@@ -337,17 +342,7 @@ mod tests {
     #[test]
     fn a_batch_of_the_last_epoch_that_arrives_late_counts_in_the_current_one() {
         let start = Instant::now();
-        let mut tally = Tally {
-            start,
-            est: Estimator::new(EstimatorConfig::default()),
-            steps: 0,
-            malformed: 0,
-            cache_steps: Vec::new(),
-            epoch: None,
-            epoch_turned: false,
-            epochs: Vec::new(),
-            probe: None,
-        };
+        let mut tally = Tally::new(start, Estimator::new(EstimatorConfig::default()));
         for (k, e) in [0, 0, 1, 0, 1, 1, 2].into_iter().enumerate() {
             tally.add(ProgressEvent::Step {
                 at: start + Duration::from_millis(100 * (k as u64 + 1)),
