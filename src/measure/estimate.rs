@@ -207,7 +207,7 @@ const MAX_BATCHES: usize = 30;
 /// with one degree of freedom: the batches' interval stands in, as an upper bound).
 const MIN_EPOCHS_FOR_INTERVAL: u64 = 3;
 /// How many shortest windows long one epoch must be to stand alone as a whole-epoch window. On an H200 at
-/// 8 cores, epochs of 2.0-2.2 s in one trial ran at 1093 to 1248 samples/s (docs/profile-format.md, "How
+/// 8 cores, epochs of about 2 s ran at 1093 to 1247 samples/s in two trials (docs/profile-format.md, "How
 /// the trials run"): one such epoch is a draw from that spread.
 const LONE_EPOCH_MIN_WINDOWS: f64 = 1.5;
 
