@@ -4,6 +4,7 @@
 use super::domain::CgroupDomain;
 use super::stale::cleanup_stale;
 use super::v1::v1_parent_dir;
+use super::v2::subtree_controllers;
 use super::{cg_err, unavailable, V2_ROOT};
 use crate::isolate::cpus;
 use crate::isolate::{Budget, Domain, IsolateError, Isolation, IsolationKind};
@@ -121,15 +122,7 @@ impl CgroupBackend {
     /// Controllers enabled for our children on v2 (what the domain may configure).
     fn v2_enabled(&self) -> Vec<String> {
         match &self.parent {
-            Parent::V2 { relative, .. } => fs::read_to_string(
-                Path::new(V2_ROOT)
-                    .join(relative)
-                    .join("cgroup.subtree_control"),
-            )
-            .unwrap_or_default()
-            .split_whitespace()
-            .map(str::to_string)
-            .collect(),
+            Parent::V2 { relative, .. } => subtree_controllers(&Path::new(V2_ROOT).join(relative)),
             Parent::V1 { .. } => Vec::new(),
         }
     }

@@ -21,6 +21,16 @@ pub(super) fn own_v2_path() -> Result<String, String> {
         .ok_or_else(|| "/proc/self/cgroup has no cgroup2 (0::) entry".to_string())
 }
 
+/// The controllers cgroup `dir` enables for its children (its `cgroup.subtree_control`); none when it
+/// cannot be read.
+pub(super) fn subtree_controllers(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("cgroup.subtree_control"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
 /// The name of this process's supervisor leaf.
 fn own_leaf_name() -> String {
     format!("synergy-supervisor-{}", std::process::id())
@@ -53,11 +63,9 @@ impl Prepared {
     /// and any other cgroup is below the parent (another run's domain or leaf still needs them). Best
     /// effort: this runs while the process ends, where a failure has no one to be reported to.
     fn undo(&self, pid: u32) {
-        let subtree = self.parent.join("cgroup.subtree_control");
-        let ours: Vec<String> = fs::read_to_string(&subtree)
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter(|c| !self.before.iter().any(|b| b == c))
+        let ours: Vec<String> = subtree_controllers(&self.parent)
+            .into_iter()
+            .filter(|c| !self.before.contains(c))
             .map(|c| format!("-{c}"))
             .collect();
         if !ours.is_empty() {
@@ -72,7 +80,7 @@ impl Prepared {
             if others {
                 return;
             }
-            if fs::write(&subtree, ours.join(" ")).is_err() {
+            if fs::write(self.parent.join("cgroup.subtree_control"), ours.join(" ")).is_err() {
                 return;
             }
         }
@@ -193,27 +201,23 @@ impl CgroupBackend {
             .into_iter()
             .filter(|c| controllers.iter().any(|have| have == c))
             .collect();
-        let missing = || -> Vec<&str> {
-            let on = fs::read_to_string(&subtree).unwrap_or_default();
+        let missing = |on: &[String]| -> Vec<&str> {
             wanted
                 .iter()
                 .copied()
-                .filter(|c| !on.split_whitespace().any(|x| x == *c))
+                .filter(|c| !on.iter().any(|x| x == c))
                 .collect()
         };
         let enable = |m: &[&str]| {
             let line: Vec<String> = m.iter().map(|c| format!("+{c}")).collect();
             fs::write(&subtree, line.join(" "))
         };
-        let todo = missing();
+        let before = subtree_controllers(&dir);
+        let todo = missing(&before);
         let mut done = Prepared {
             users: 1,
             parent: dir.clone(),
-            before: fs::read_to_string(&subtree)
-                .unwrap_or_default()
-                .split_whitespace()
-                .map(str::to_string)
-                .collect(),
+            before,
             leaf: None,
         };
         if !todo.is_empty() {
@@ -248,7 +252,7 @@ impl CgroupBackend {
                     ));
                 }
             }
-            let still = missing();
+            let still = missing(&subtree_controllers(&dir));
             if still.iter().any(|c| *c == "cpu" || *c == "memory") {
                 done.undo(std::process::id());
                 return Err(unavailable(
