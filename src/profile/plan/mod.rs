@@ -68,8 +68,10 @@ const CONSTRAINED_PRECISION: f64 = 0.04;
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 /// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
-/// what it kept to the active list, from the third on it repeats.
-const PAGE_CACHE_WARMUP_EPOCHS: u64 = 2;
+/// what it kept to the active list, and the third still hits more than the ones after it wherever the
+/// cache holds most of the dataset (measured: 0.69 against a steady 0.63, 705 against 646 samples/s;
+/// docs/profile-format.md, "How the trials run"); from the fourth on it repeats.
+const PAGE_CACHE_WARMUP_EPOCHS: u64 = 3;
 /// An application cache keeps what the first epoch put in it.
 const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
 
