@@ -9,7 +9,7 @@
 //! docs/profile-format.md ("The model behind the matrix") has the formulas.
 
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// Which cache serves repeated reads of the dataset, and so how memory turns into a hit ratio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -157,6 +157,30 @@ pub fn minio_hit_ratio(cache_bytes: f64, dataset_bytes: f64) -> f64 {
     (cache_bytes / dataset_bytes).clamp(0.0, 1.0)
 }
 
+/// Parts of an epoch the simulations count hits in separately: twentieths, in the order samples are read.
+pub const EPOCH_PARTS: usize = 20;
+
+/// A cache's steady hit ratio under per-epoch shuffling: over whole epochs, and by part of the epoch
+/// ([`EPOCH_PARTS`], in reading order). Under shuffling a cache hits early in an epoch (what the end of
+/// the last one read is still there) and misses late.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpochHits {
+    /// Over whole epochs.
+    pub mean: f64,
+    /// Per part of the epoch, first to last.
+    pub by_part: Vec<f64>,
+}
+
+impl EpochHits {
+    /// The same ratio `h` throughout the epoch (an empty or a full cache, or a fixed subset).
+    pub fn flat(h: f64) -> Self {
+        EpochHits {
+            mean: h,
+            by_part: vec![h; EPOCH_PARTS],
+        }
+    }
+}
+
 /// Steady-state hit ratios of a cache under per-epoch random permutations of items of the given sizes,
 /// by simulation: LRU ([`CacheSim::lru`]) and the kernel's two page-cache lists
 /// ([`CacheSim::two_lists`]). Results are memoized per capacity (and scale).
@@ -166,7 +190,7 @@ pub struct CacheSim {
     total: u64,
     seed: u64,
     /// Keyed by capacity and, for the two lists, the scale in steps of 1e-4.
-    memo: HashMap<(u64, Option<u64>), f64>,
+    memo: HashMap<(u64, Option<u64>), EpochHits>,
 }
 
 /// Epochs LRU is simulated before counting (the first one only fills the cache).
@@ -197,7 +221,7 @@ impl CacheSim {
 
     /// LRU's hit ratio (by samples) at `cache_bytes` of cache.
     pub fn lru(&mut self, cache_bytes: u64) -> f64 {
-        self.memoized(cache_bytes, None, simulate_lru)
+        self.memoized(cache_bytes, None, simulate_lru).mean
     }
 
     /// The kernel's two lists' hit ratio (by samples) at `cache_bytes` of cache, the active list's share
@@ -207,6 +231,11 @@ impl CacheSim {
     /// the inactive list's oldest; an item read again soon after its eviction (within the active list's
     /// size of evictions since) goes straight to the active list (refault detection).
     pub fn two_lists(&mut self, cache_bytes: u64, scale: f64) -> f64 {
+        self.two_lists_by_part(cache_bytes, scale).mean
+    }
+
+    /// [`CacheSim::two_lists`] over whole epochs and by part of the epoch.
+    pub fn two_lists_by_part(&mut self, cache_bytes: u64, scale: f64) -> EpochHits {
         let share = active_share(cache_bytes, scale);
         let key = Some((scale.max(0.0) * 1e4).round() as u64);
         self.memoized(cache_bytes, key, |sizes, capacity, seed| {
@@ -218,18 +247,18 @@ impl CacheSim {
         &mut self,
         cache_bytes: u64,
         key: Option<u64>,
-        simulate: impl FnOnce(&[u64], u64, u64) -> f64,
-    ) -> f64 {
+        simulate: impl FnOnce(&[u64], u64, u64) -> EpochHits,
+    ) -> EpochHits {
         if cache_bytes >= self.total {
-            return 1.0;
+            return EpochHits::flat(1.0);
         }
         if cache_bytes == 0 || self.sizes.is_empty() {
-            return 0.0;
+            return EpochHits::flat(0.0);
         }
-        *self
-            .memo
+        self.memo
             .entry((cache_bytes, key))
             .or_insert_with(|| simulate(&self.sizes, cache_bytes, self.seed))
+            .clone()
     }
 
     /// The `scale` that fits measured `(cache_bytes, hit ratio)` points best (least squares), searched
@@ -270,7 +299,7 @@ const NIL: u32 = u32::MAX;
 
 /// LRU is one list of [`TwoLists`]: a hit moves the item to the head, a miss enters there, and the tail
 /// is evicted while the cache is over capacity.
-fn simulate_lru(sizes: &[u64], capacity: u64, seed: u64) -> f64 {
+fn simulate_lru(sizes: &[u64], capacity: u64, seed: u64) -> EpochHits {
     let mut list = TwoLists::new(sizes.len());
     let epochs = (LRU_WARM_EPOCHS, LRU_COUNT_EPOCHS);
     hit_ratio_under_shuffling(sizes.len(), seed, epochs, |i| {
@@ -291,34 +320,45 @@ fn simulate_lru(sizes: &[u64], capacity: u64, seed: u64) -> f64 {
 }
 
 /// The share of accesses `access` (given an item, says whether it hit) calls hits over `epochs.1`
-/// epochs of a fresh random permutation of `n` items each, after `epochs.0` epochs not counted.
+/// epochs of a fresh random permutation of `n` items each, after `epochs.0` epochs not counted: over
+/// whole epochs and by part of the epoch.
 fn hit_ratio_under_shuffling(
     n: usize,
     seed: u64,
     epochs: (usize, usize),
     mut access: impl FnMut(usize) -> bool,
-) -> f64 {
+) -> EpochHits {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
     let mut order: Vec<u32> = (0..n as u32).collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let (mut hits, mut lookups) = (0u64, 0u64);
+    let mut hits = [0u64; EPOCH_PARTS];
+    let mut lookups = [0u64; EPOCH_PARTS];
     for epoch in 0..epochs.0 + epochs.1 {
         order.shuffle(&mut rng);
         let counting = epoch >= epochs.0;
-        for &i in &order {
+        for (at, &i) in order.iter().enumerate() {
             let hit = access(i as usize);
             if counting {
-                lookups += 1;
-                hits += u64::from(hit);
+                let part = at * EPOCH_PARTS / n;
+                lookups[part] += 1;
+                hits[part] += u64::from(hit);
             }
         }
     }
-    if lookups == 0 {
+    let (all_hits, all_lookups) = (hits.iter().sum::<u64>(), lookups.iter().sum::<u64>());
+    let mean = if all_lookups == 0 {
         0.0
     } else {
-        hits as f64 / lookups as f64
-    }
+        all_hits as f64 / all_lookups as f64
+    };
+    // A part no item fell in (fewer items than parts) reads as the epoch's mean.
+    let by_part = hits
+        .iter()
+        .zip(&lookups)
+        .map(|(&h, &l)| if l == 0 { mean } else { h as f64 / l as f64 })
+        .collect();
+    EpochHits { mean, by_part }
 }
 
 /// The active list's share of the page cache the kernel keeps at `cache_bytes` of file pages, times
@@ -396,7 +436,7 @@ impl TwoLists {
     }
 }
 
-fn simulate_two_lists(sizes: &[u64], capacity: u64, share: f64, seed: u64) -> f64 {
+fn simulate_two_lists(sizes: &[u64], capacity: u64, share: f64, seed: u64) -> EpochHits {
     let mut lists = TwoLists::new(sizes.len());
     // Eviction age (bytes evicted or activated so far) at each item's eviction: the shadow entry.
     let mut shadow: Vec<Option<u64>> = vec![None; sizes.len()];
@@ -474,7 +514,34 @@ pub struct StallModel {
     /// storage bandwidth).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub miss_cost: Option<MissCost>,
+    /// The batches the loaders keep ready ahead of the accelerator (absent before schema 1.9: an epoch's
+    /// hits are taken at their mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_queue: Option<LoaderQueue>,
 }
+
+/// The batches a workload's loaders keep ready ahead of the accelerator: while hits last they run
+/// ahead of it by that many, which carries it into the misses that follow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderQueue {
+    /// Samples per batch.
+    pub batch_samples: u32,
+    /// Batches each loader keeps queued or in the making.
+    pub batches_per_loader: u32,
+}
+
+impl LoaderQueue {
+    /// Batches ready or in the making ahead of the accelerator at `cpus` cores, at least one.
+    fn batches_ahead(&self, cpus: f64) -> usize {
+        (loaders(cpus) as usize * self.batches_per_loader as usize).max(1)
+    }
+}
+
+/// Epochs the loader queue is simulated before the one counted: the queue starts empty.
+const QUEUE_WARM_EPOCHS: usize = 2;
+/// The most steps an epoch's pipeline is simulated in (batches, or groups of them).
+const EPOCH_CHUNKS: usize = 2000;
 
 /// What a cache miss costs besides storage bandwidth, on the job's own cores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -641,12 +708,13 @@ impl StallModel {
         (memory_bytes - self.resident_at(cpus)).max(0.0)
     }
 
-    /// T(c, m) and its limiting stage, with `hit` giving the hit ratio for a cache size in bytes.
+    /// T(c, m) and its limiting stage, with `hit` giving the hit ratios (over the epoch and by part of
+    /// it) for a cache size in bytes.
     pub fn predict_with(
         &self,
         cpus: f64,
         memory_bytes: f64,
-        hit: &mut dyn FnMut(f64) -> f64,
+        hit: &mut dyn FnMut(f64) -> EpochHits,
     ) -> Prediction {
         self.predict_using(cpus, memory_bytes, hit, self.miss_cost.as_ref())
     }
@@ -658,18 +726,19 @@ impl StallModel {
         memory_bytes: f64,
         hit: &mut dyn FnMut(f64) -> f64,
     ) -> Prediction {
-        self.predict_using(cpus, memory_bytes, hit, None)
+        self.predict_using(cpus, memory_bytes, &mut |c| EpochHits::flat(hit(c)), None)
     }
 
     fn predict_using(
         &self,
         cpus: f64,
         memory_bytes: f64,
-        hit: &mut dyn FnMut(f64) -> f64,
+        hit: &mut dyn FnMut(f64) -> EpochHits,
         miss_cost: Option<&MissCost>,
     ) -> Prediction {
         let cache = self.cache_bytes(cpus, memory_bytes);
-        let h = hit(cache);
+        let hits = hit(cache);
+        let h = hits.mean;
         let g = self.accelerator_samples_per_s;
         let cached = self.cpu.at(cpus);
         let limited = cache < LIMIT_SLACK * self.dataset_bytes as f64;
@@ -688,11 +757,101 @@ impl StallModel {
             t = f;
             stage = Stage::Fetch;
         }
+        if let Some((rate, slowest)) =
+            miss_cost.and_then(|mc| self.epoch_rate(cpus, &hits, limited, mc))
+        {
+            if rate < t {
+                (t, stage) = (rate, slowest);
+            }
+        }
         Prediction {
             samples_per_s: t,
             limited_by: stage,
             hit_ratio: h,
         }
+    }
+
+    /// Samples per second over an epoch whose hit ratio moves from part to part, and the stage that
+    /// holds the slowest part back: the loaders make each part's batches at that part's P(c, h) or F(h),
+    /// whichever is slower, the accelerator takes them at G, and the loaders run ahead of it by their
+    /// queue ([`LoaderQueue`]; one batch without one). At one hit ratio throughout this is T at that ratio;
+    /// where hits come early and misses late, a pipeline that is CPU-bound early and storage-bound late
+    /// runs slower than T at the epoch's mean (docs/profile-format.md, "The model behind the matrix").
+    /// `None` where the hit ratio does not move within the epoch.
+    fn epoch_rate(
+        &self,
+        cpus: f64,
+        hits: &EpochHits,
+        limited: bool,
+        mc: &MissCost,
+    ) -> Option<(f64, Stage)> {
+        let flat = hits.by_part.iter().all(|h| (h - hits.mean).abs() < 1e-9);
+        if hits.by_part.is_empty() || flat || self.fetch.mean_sample_bytes <= 0.0 {
+            return None;
+        }
+        let g = self.accelerator_samples_per_s;
+        let cached = self.cpu.at(cpus);
+        // A cached rate at G says only that the loaders keep up with the accelerator: they may run faster.
+        let cap = if cached >= 0.99 * g {
+            f64::INFINITY
+        } else {
+            cached
+        };
+        let parts: Vec<(f64, Stage)> = hits
+            .by_part
+            .iter()
+            .map(|&h| {
+                let (p, f) = (
+                    mc.preprocess_rate(cpus, h, cap, limited),
+                    self.fetch.rate(h),
+                );
+                if f < p {
+                    (f, Stage::Fetch)
+                } else {
+                    (p, Stage::Preprocess)
+                }
+            })
+            .collect();
+        if parts.iter().any(|(r, _)| r.is_nan() || *r <= 0.0) || g <= 0.0 {
+            return None;
+        }
+        // Simulated in chunks of at least a batch, at most EPOCH_CHUNKS an epoch; the queue is
+        // counted in samples.
+        let samples = (self.dataset_bytes as f64 / self.fetch.mean_sample_bytes).max(1.0);
+        let batch = self
+            .loader_queue
+            .map_or(1.0, |q| f64::from(q.batch_samples.max(1)));
+        let queued = self
+            .loader_queue
+            .map_or(1.0, |q| (q.batches_ahead(cpus) as f64) * batch);
+        let chunks = ((samples / batch).ceil() as usize).clamp(hits.by_part.len(), EPOCH_CHUNKS);
+        let chunk = samples / chunks as f64;
+        let ahead = ((queued / chunk).round() as usize).clamp(1, chunks);
+        // When each chunk is made and taken by the accelerator: the loaders start a chunk once the one
+        // `ahead` chunks before it was taken (its place in the queue is free).
+        let mut taken_at: VecDeque<f64> = VecDeque::with_capacity(ahead + 1);
+        let (mut made, mut taken, mut done, mut epoch_start) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        for i in 0..chunks * (QUEUE_WARM_EPOCHS + 1) {
+            if i == chunks * QUEUE_WARM_EPOCHS {
+                epoch_start = taken;
+            }
+            let (rate, _) = parts[(i % chunks) * parts.len() / chunks];
+            let room = if taken_at.len() == ahead {
+                taken_at.pop_front().unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            made = made.max(room) + chunk / rate;
+            taken = done.max(made);
+            done = taken + chunk / g;
+            taken_at.push_back(taken);
+        }
+        let epoch_s = taken - epoch_start;
+        let slowest = parts
+            .iter()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or(Stage::Preprocess, |p| p.1);
+        (epoch_s > 0.0).then(|| (samples / epoch_s, slowest))
     }
 }
 
@@ -801,6 +960,7 @@ mod tests {
             dataset_bytes: 1,
             hit_model: HitModel::Minio,
             miss_cost: None,
+            loader_queue: None,
         };
         assert_eq!(m.footprint_at(0.5), 100.0);
         assert_eq!(m.footprint_at(1.5), 200.0);
@@ -835,9 +995,10 @@ mod tests {
             dataset_bytes: 200 << 20,
             hit_model: HitModel::Minio,
             miss_cost: None,
+            loader_queue: None,
         };
         let d = m.dataset_bytes as f64;
-        let mut minio = |c: f64| minio_hit_ratio(c, d);
+        let mut minio = |c: f64| EpochHits::flat(minio_hit_ratio(c, d));
         let full = m.footprint_bytes as f64 + d;
         let p = m.predict_with(2.0, full, &mut minio);
         assert_eq!(p.limited_by, Stage::Accelerator);
@@ -846,6 +1007,99 @@ mod tests {
         let p = m.predict_with(2.0, m.footprint_bytes as f64, &mut minio);
         assert_eq!(p.limited_by, Stage::Fetch);
         assert!((p.samples_per_s - 200.0).abs() < 1e-6);
+    }
+
+    /// One core preprocessing at most 400 samples/s (2.5 ms of CPU a sample, misses cost no CPU) before an
+    /// accelerator at `g`, reading 100 kB a sample at 20 MB/s from storage, 2,000 samples an epoch,
+    /// with a cache that hits `early` in the first half of each epoch and `late` in the second.
+    fn split_epoch(g: f64, early: f64, late: f64, queue: Option<LoaderQueue>) -> f64 {
+        let m = StallModel {
+            accelerator_samples_per_s: g,
+            cpu: CpuCurve::new(vec![CpuPoint {
+                cpus: 1.0,
+                samples_per_s: g.min(400.0),
+            }]),
+            fetch: FetchModel {
+                mean_sample_bytes: 100e3,
+                storage_bytes_per_s: Some(20e6),
+                storage_lower_bound: false,
+                memory_bytes_per_s: 1e12,
+            },
+            footprint_bytes: 0,
+            footprint_points: Vec::new(),
+            resident_points: Vec::new(),
+            dataset_bytes: 200_000_000,
+            hit_model: HitModel::PageCache,
+            miss_cost: Some(MissCost {
+                cpu_s_per_sample: vec![CostPoint {
+                    cpus: 1.0,
+                    cpu_s_per_sample: 2.5e-3,
+                }],
+                cpu_s_per_miss: 0.0,
+                wait_s_per_miss: 0.0,
+                limited_overhead: 0.0,
+            }),
+            loader_queue: queue,
+        };
+        let hits = EpochHits {
+            mean: (early + late) / 2.0,
+            by_part: (0..EPOCH_PARTS)
+                .map(|k| if k < EPOCH_PARTS / 2 { early } else { late })
+                .collect(),
+        };
+        m.predict_with(1.0, 100e6, &mut |_| hits.clone())
+            .samples_per_s
+    }
+
+    #[test]
+    fn a_job_that_turns_storage_bound_late_in_each_epoch_runs_below_its_mean() {
+        // At 0.5 throughout: 400/s by the cores, 20e6 / (0.5 * 100e3) = 400/s by storage.
+        let flat = split_epoch(900.0, 0.5, 0.5, None);
+        assert!((flat - 400.0).abs() < 0.1, "{flat}");
+        // All hits in the first half (the cores' 400/s), none in the second (storage's 200/s): the
+        // epoch takes 1000 / 400 + 1000 / 200 s.
+        let split = split_epoch(900.0, 1.0, 0.0, None);
+        let want = 2000.0 / (1000.0 / 400.0 + 1000.0 / 200.0);
+        assert!((split - want).abs() < 2.0, "{split} against {want}");
+        // Where both halves leave storage faster than the cores, nothing changes.
+        let cores = split_epoch(900.0, 0.8, 0.5, None);
+        assert!((cores - 400.0).abs() < 0.1, "{cores}");
+    }
+
+    #[test]
+    fn loaders_that_outrun_the_accelerator_carry_it_into_the_misses() {
+        // The accelerator at 300/s, the loaders 400/s while hits last and 200/s after.
+        let alone = split_epoch(300.0, 1.0, 0.0, None);
+        let want = 2000.0 / (1000.0 / 300.0 + 1000.0 / 200.0);
+        assert!((alone - want).abs() < 2.0, "{alone} against {want}");
+        let queue = LoaderQueue {
+            batch_samples: 10,
+            batches_per_loader: 20,
+        };
+        let ahead = split_epoch(300.0, 1.0, 0.0, Some(queue));
+        // 200 samples ahead when the misses start, drained at 300/s while 200/s come in.
+        assert!(
+            ahead > alone + 5.0 && ahead < 300.0,
+            "{ahead} against {alone}"
+        );
+    }
+
+    #[test]
+    fn hits_come_early_in_an_epoch_and_average_to_the_mean() {
+        let mut sim = CacheSim::new(vec![1000; 4000], 5);
+        let hits = sim.two_lists_by_part(2_400_000, 1.0);
+        assert_eq!(hits.by_part.len(), EPOCH_PARTS);
+        let first = hits.by_part[0];
+        let last = hits.by_part[EPOCH_PARTS - 1];
+        assert!(first > 2.0 * last, "{first} then {last}");
+        let mean = hits.by_part.iter().sum::<f64>() / EPOCH_PARTS as f64;
+        assert!(
+            (mean - hits.mean).abs() < 1e-9,
+            "{mean} against {}",
+            hits.mean
+        );
+        assert_eq!(sim.two_lists(2_400_000, 1.0), hits.mean);
+        assert_eq!(sim.two_lists_by_part(0, 1.0), EpochHits::flat(0.0));
     }
 
     fn miss_cost() -> MissCost {

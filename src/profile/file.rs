@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.8` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.9` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,15 +12,15 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.8";
+pub const SCHEMA: &str = "synergy-profile/1.9";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
 /// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
 /// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache; 1.7: the
-/// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took), so an older file
-/// reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 9] = [
+/// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took; 1.9: the page cache's
+/// hits by part of the epoch and the loaders' queue), so an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 10] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
@@ -29,6 +29,7 @@ pub const READABLE_SCHEMAS: [&str; 9] = [
     "synergy-profile/1.5",
     "synergy-profile/1.6",
     "synergy-profile/1.7",
+    "synergy-profile/1.8",
     SCHEMA,
 ];
 
@@ -339,7 +340,7 @@ pub struct CalibrationPoint {
 }
 
 /// Hit ratios of both cache models at one cache size.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HitRatioRow {
     /// Cache bytes.
@@ -352,6 +353,10 @@ pub struct HitRatioRow {
     /// Uncalibrated LRU (1.1; before, `page_cache` is LRU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lru: Option<f64>,
+    /// `page_cache` by part of the epoch, first to last ([`crate::stall::EPOCH_PARTS`] of them; 1.9,
+    /// empty before and for an application cache: the epoch's hits taken at their mean).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub page_cache_by_part: Vec<f64>,
 }
 
 /// A server shape: the GPU-proportional share is its cores and memory divided by its GPUs.

@@ -211,6 +211,7 @@ mod tests {
                 dataset_bytes: d,
                 hit_model: HitModel::Minio,
                 miss_cost: None,
+                loader_queue: None,
             },
             hit_ratios: vec![
                 HitRatioRow {
@@ -218,12 +219,14 @@ mod tests {
                     minio: 0.0,
                     page_cache: 0.0,
                     lru: None,
+                    page_cache_by_part: Vec::new(),
                 },
                 HitRatioRow {
                     cache_bytes: d,
                     minio: 1.0,
                     page_cache: 1.0,
                     lru: None,
+                    page_cache_by_part: Vec::new(),
                 },
             ],
             hit_curve: None,
@@ -307,6 +310,7 @@ mod tests {
                     minio: k as f64 / 10.0,
                     page_cache: if k == 10 { 1.0 } else { h },
                     lru: None,
+                    page_cache_by_part: Vec::new(),
                 });
             }
             let model = FittedModel {
@@ -329,6 +333,7 @@ mod tests {
                         HitModel::PageCache
                     },
                     miss_cost: None,
+                    loader_queue: None,
                 },
                 hit_ratios: rows,
                 hit_curve: None,

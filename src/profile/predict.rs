@@ -2,7 +2,7 @@
 //! (docs/architecture.md §4), or, for a profile without a model, bilinear interpolation in its matrix.
 
 use super::file::{FittedModel, HitRatioRow, Profile};
-use crate::stall::{HitModel, Stage};
+use crate::stall::{EpochHits, HitModel, Stage};
 use serde::{Deserialize, Serialize};
 
 /// A cached rate at or above this share of G is the accelerator's, not the cores'.
@@ -15,6 +15,26 @@ impl FittedModel {
             HitModel::Minio => r.minio,
             HitModel::PageCache => r.page_cache,
         })
+    }
+
+    /// The hit ratios of `model` at `cache_bytes` over the epoch and by part of it, interpolated in the
+    /// table: by part where both rows around it have them (a page cache, 1.9), else the mean throughout.
+    pub fn epoch_hits(&self, model: HitModel, cache_bytes: f64) -> EpochHits {
+        let mean = self.hit_ratio(model, cache_bytes);
+        let parts = crate::stall::EPOCH_PARTS;
+        let has_parts = model == HitModel::PageCache
+            && !self.hit_ratios.is_empty()
+            && self
+                .hit_ratios
+                .iter()
+                .all(|r| r.page_cache_by_part.len() == parts);
+        if !has_parts {
+            return EpochHits::flat(mean);
+        }
+        let by_part = (0..parts)
+            .map(|k| self.column(cache_bytes, |r| r.page_cache_by_part[k]))
+            .collect();
+        EpochHits { mean, by_part }
     }
 
     /// Uncalibrated LRU's hit ratio at `cache_bytes`.
@@ -83,7 +103,7 @@ impl FittedModel {
     ) -> crate::stall::Prediction {
         let m = model.unwrap_or(self.stall.hit_model);
         self.stall
-            .predict_with(cpus, memory_bytes, &mut |c| self.hit_ratio(m, c))
+            .predict_with(cpus, memory_bytes, &mut |c| self.epoch_hits(m, c))
     }
 
     /// T(c, m) as the published DS-Analyzer model has it, for comparison: the workload's cache model

@@ -348,6 +348,30 @@ impl FittedModel {
                     "must be a hit ratio in [0, 1]",
                 ));
             }
+            let parts = &r.page_cache_by_part;
+            if !parts.is_empty() && parts.len() != crate::stall::EPOCH_PARTS {
+                return Err(bad(
+                    format!("model.hit_ratios[{i}].page_cache_by_part"),
+                    &format!(
+                        "must hold {} hit ratios, one per part of the epoch, or be left out",
+                        crate::stall::EPOCH_PARTS
+                    ),
+                ));
+            }
+            if let Some(k) = parts.iter().position(|v| !ratio(*v)) {
+                return Err(bad(
+                    format!("model.hit_ratios[{i}].page_cache_by_part[{k}]"),
+                    "must be a hit ratio in [0, 1]",
+                ));
+            }
+        }
+        if let Some(q) = &self.stall.loader_queue {
+            if q.batch_samples == 0 || q.batches_per_loader == 0 {
+                return Err(bad(
+                    "model.loader_queue".into(),
+                    "`batch_samples` and `batches_per_loader` must be at least 1",
+                ));
+            }
         }
         if let Some(s) = &self.core_speed {
             if !positive(s.reference_ops_per_cpu_s) {
@@ -449,6 +473,52 @@ mod tests {
             };
             assert_eq!(e.field.as_deref(), Some(field), "{e}");
         }
+    }
+
+    /// The page cache's hits by part of the epoch and the loaders' queue (1.9) are checked when read.
+    #[test]
+    fn hits_by_part_of_the_epoch_and_the_loader_queue_are_checked() {
+        use serde_json::json;
+        let text = std::fs::read_to_string("profiles/image.json").unwrap();
+        let shipped: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let parse = |edit: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = shipped.clone();
+            edit(&mut v);
+            Profile::parse(&v.to_string(), "image.json")
+        };
+        let parts = crate::stall::EPOCH_PARTS;
+        assert!(parse(
+            &|v| v["model"]["hit_ratios"][3]["page_cache_by_part"] = json!(vec![0.5; parts])
+        )
+        .is_ok());
+        let mut out_of_range = vec![0.5; parts];
+        out_of_range[7] = 1.5;
+        let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+            (
+                "page_cache_by_part",
+                json!([0.5, 0.5, 0.5]),
+                "model.hit_ratios[3].page_cache_by_part",
+            ),
+            (
+                "page_cache_by_part",
+                json!(out_of_range),
+                "model.hit_ratios[3].page_cache_by_part[7]",
+            ),
+        ];
+        for (key, value, field) in cases {
+            let Err(ProfileError::Invalid(e)) =
+                parse(&|v| v["model"]["hit_ratios"][3][key] = value.clone())
+            else {
+                panic!("accepted {field}")
+            };
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+        }
+        let Err(ProfileError::Invalid(e)) = parse(&|v| {
+            v["model"]["loader_queue"] = json!({"batch_samples": 0, "batches_per_loader": 3})
+        }) else {
+            panic!("accepted an empty batch")
+        };
+        assert_eq!(e.field.as_deref(), Some("model.loader_queue"), "{e}");
     }
 
     /// A trial's discarded runs took no negative time (1.8), and the shipped profile says so of none.

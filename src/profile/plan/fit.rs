@@ -7,7 +7,8 @@ use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
 use crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT;
 use crate::profile::file::{CoreSpeedReference, FittedModel, HitRatioRow};
-use crate::stall::{minio_hit_ratio, CostPoint, MissCost, StallModel};
+use crate::stall::{minio_hit_ratio, CostPoint, HitModel, LoaderQueue, MissCost, StallModel};
+use crate::workload::builtin::DEFAULT_PREFETCH_BATCHES;
 
 /// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on
 /// the accelerator (not [`cpu_bound`]) its loaders idle between batches, and the CPU time per
@@ -92,11 +93,16 @@ pub(super) fn fit(
                     let c = d.bytes * k / 40;
                     let minio = minio_hit_ratio(c as f64, d.bytes as f64);
                     let lru = d.sim.lru(c);
+                    let page_cache = d.sim.two_lists_by_part(c, scale);
                     HitRatioRow {
                         cache_bytes: c,
                         minio,
-                        page_cache: d.sim.two_lists(c, scale),
+                        page_cache: page_cache.mean,
                         lru: Some(lru),
+                        page_cache_by_part: match plan.hit_model {
+                            HitModel::PageCache => page_cache.by_part,
+                            HitModel::Minio => Vec::new(),
+                        },
                     }
                 })
                 .collect();
@@ -115,6 +121,10 @@ pub(super) fn fit(
             dataset_bytes,
             hit_model: plan.hit_model,
             miss_cost,
+            loader_queue: Some(LoaderQueue {
+                batch_samples: plan.spec.batch_size,
+                batches_per_loader: DEFAULT_PREFETCH_BATCHES as u32 + 1,
+            }),
         },
         hit_ratios,
         hit_curve: calibration.fit.clone(),

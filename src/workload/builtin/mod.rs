@@ -24,6 +24,9 @@ use std::sync::Arc;
 
 /// Tokens per text sequence unless `--seq-len` says otherwise.
 pub const DEFAULT_SEQ_LEN: usize = 512;
+/// Batches each loader prepares ahead of the accelerator unless told otherwise (`--prefetch`), as a
+/// PyTorch `DataLoader`'s `prefetch_factor` does by default.
+pub const DEFAULT_PREFETCH_BATCHES: usize = 2;
 
 /// Which built-in pipeline to run.
 #[derive(
@@ -81,7 +84,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Batches prepared ahead of the accelerator, per worker.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = DEFAULT_PREFETCH_BATCHES)]
     pub prefetch: usize,
     /// Tokens per sequence (text pipeline).
     #[arg(long, default_value_t = DEFAULT_SEQ_LEN)]
