@@ -574,6 +574,12 @@ fn loaders(cpus: f64) -> f64 {
 /// A page cache this much larger than the dataset leaves its memory limit slack: reclaim stops.
 pub const LIMIT_SLACK: f64 = 1.1;
 
+/// Whether a measured rate is the accelerator's G rather than the cores': measured P already includes
+/// G (min(G, P)), so a rate within 1% of G says only that the loaders keep up.
+pub fn at_accelerator(samples_per_s: f64, accelerator_samples_per_s: f64) -> bool {
+    samples_per_s >= 0.99 * accelerator_samples_per_s
+}
+
 /// CPU-seconds per sample at one core count.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CostPoint {
@@ -747,8 +753,7 @@ impl StallModel {
             None => cached,
         };
         let f = self.fetch.rate(h);
-        // Measured P already includes G (min(G, P)); call it accelerator-bound when within 1% of G.
-        let (mut t, mut stage) = if p >= 0.99 * g {
+        let (mut t, mut stage) = if at_accelerator(p, g) {
             (g, Stage::Accelerator)
         } else {
             (p, Stage::Preprocess)
@@ -792,7 +797,7 @@ impl StallModel {
         let g = self.accelerator_samples_per_s;
         let cached = self.cpu.at(cpus);
         // A cached rate at G says only that the loaders keep up with the accelerator: they may run faster.
-        let cap = if cached >= 0.99 * g {
+        let cap = if at_accelerator(cached, g) {
             f64::INFINITY
         } else {
             cached

@@ -2,11 +2,8 @@
 //! (docs/architecture.md §4), or, for a profile without a model, bilinear interpolation in its matrix.
 
 use super::file::{FittedModel, HitRatioRow, Profile};
-use crate::stall::{EpochHits, HitModel, Stage};
+use crate::stall::{at_accelerator, EpochHits, HitModel, Stage};
 use serde::{Deserialize, Serialize};
-
-/// A cached rate at or above this share of G is the accelerator's, not the cores'.
-const AT_G: f64 = 0.99;
 
 impl FittedModel {
     /// The hit ratio of `model` at `cache_bytes`, interpolated in the table.
@@ -77,7 +74,7 @@ impl FittedModel {
                 .iter()
                 .map(|p| crate::stall::CpuPoint {
                     cpus: p.cpus,
-                    samples_per_s: if p.samples_per_s >= AT_G * g {
+                    samples_per_s: if at_accelerator(p.samples_per_s, g) {
                         p.samples_per_s
                     } else {
                         (p.samples_per_s * k).min(g)
