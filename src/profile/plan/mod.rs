@@ -61,8 +61,8 @@ use crate::workload::WorkloadSpec;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
 
-/// Confidence half-width, relative, at which a memory-limited trial, and a cached trial of the CPU
-/// sweep, stops.
+/// Confidence half-width, relative, at which a memory-limited trial, a cached trial of the CPU sweep
+/// and an application cache's cold trial stop.
 const CONSTRAINED_PRECISION: f64 = 0.04;
 
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
