@@ -7,6 +7,8 @@
 # cost CPU too, calibrated page cache).
 # A `repeats` line gives, per core count, the spread of the grid points this project's model predicts
 # within 1% of each other: how well this host repeats one measurement, which bounds any model's error.
+# A `speed probe` line gives, per core count, the probe's mean reading over the model's reference speed in
+# the sweep's and the grid's trials: a core count off 1 in both is that allocation's own reading.
 # SYNERGY_BENCH_REPEAT=1 profiles each workload a second time right after the first: the table then has
 # both runs, the grid against itself (the two measurements of each point), and each run's model against
 # the mean of the two grids. The grid against itself is this host's noise floor: no model can be scored
@@ -114,6 +116,19 @@ def report(name, p):
                          f"({100 * (max(same) / min(same) - 1):.0f}%)")
     if alike:
         print(f"{'':<24} repeats (budgets our model predicts within 1%): {'; '.join(alike)}")
+    # The speed probe per core count, over the reference the model's CPU stage is taken to: a core count
+    # whose sweep and grid trials both read off 1 is that shape's own reading, not the host's drift
+    # (profiles/README.md: half a core reads about 1% slow, and so does the pipeline there).
+    ref = ((p.get("model") or {}).get("core_speed") or {}).get("reference_ops_per_cpu_s")
+    def probe(role, c):
+        r = [t["result"]["disturbance"]["core_ops_per_cpu_s"] / ref for t in p["trials"]
+             if t["role"] == role and t["result"]["allocation"]["cpus"] == c
+             and (t["result"].get("disturbance") or {}).get("core_ops_per_cpu_s")]
+        return f"{statistics.mean(r):.3f}" if r else "-"
+    if ref:
+        cores = sorted({t["result"]["allocation"]["cpus"] for t in p["trials"] if t["role"] == "cpu"})
+        print(f"{'':<24} speed probe over the reference, sweep / grid: "
+              + "; ".join(f"{c:g} cores {probe('cpu', c)} / {probe('exhaustive', c)}" for c in cores))
     for w in p.get("warnings", []):
         print(f"{'':<24} warning: {w}")
 
