@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.9` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.10` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,15 +12,16 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.9";
+pub const SCHEMA: &str = "synergy-profile/1.10";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
 /// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
 /// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache; 1.7: the
 /// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took; 1.9: the page cache's
-/// hits by part of the epoch and the loaders' queue), so an older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 10] = [
+/// hits by part of the epoch and the loaders' queue; 1.10: the speed probe's band for a trial's shape), so
+/// an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 11] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
@@ -30,6 +31,7 @@ pub const READABLE_SCHEMAS: [&str; 10] = [
     "synergy-profile/1.6",
     "synergy-profile/1.7",
     "synergy-profile/1.8",
+    "synergy-profile/1.9",
     SCHEMA,
 ];
 
@@ -281,6 +283,11 @@ pub struct CoreSpeedReference {
     pub reference_ops_per_cpu_s: f64,
     /// A CPU-bound pipeline's rate goes as the probe's reading to this power.
     pub pipeline_exponent: f64,
+    /// How far a reading may sit from the reference, either way, as the trial's shape rather than the
+    /// host's drift: only the part of the ratio beyond it is scaled (1.10; absent before, when every
+    /// reading was scaled whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape_band: Option<f64>,
 }
 
 /// The accelerator's rate G against what the cached CPU sweep measured.
@@ -538,9 +545,9 @@ pub struct ValidationPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_speed: Option<f64>,
     /// The workload's own hit model's prediction with its CPU stage at `core_speed`
-    /// ([`FittedModel::at_core_speed`] of `core_speed` raised to
-    /// [`crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT`] since 1.7, of `core_speed` before): the
-    /// model's error with the host's drift taken out (1.4).
+    /// ([`FittedModel::at_core_speed`] of [`crate::measure::hostspeed::pipeline_speedup`] of `core_speed`
+    /// since 1.10, of `core_speed` raised to [`crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT`] since
+    /// 1.7, of `core_speed` before): the model's error with the host's drift taken out (1.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_at_core_speed: Option<f64>,
     /// `validation` or `exhaustive`.

@@ -54,7 +54,7 @@ fn a_profile_round_trips_through_predict() {
     let o = run(&profile_args(&spec, &out_s));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(p["schema"], "synergy-profile/1.9");
+    assert_eq!(p["schema"], "synergy-profile/1.10");
     assert!(out.with_extension("csv").exists());
     assert!(
         !out.with_extension("trials.jsonl").exists(),
@@ -95,6 +95,7 @@ fn a_profile_round_trips_through_predict() {
     let reference = &p["model"]["core_speed"];
     assert!(reference["reference_ops_per_cpu_s"].as_f64().unwrap() > 0.0);
     assert_eq!(reference["pipeline_exponent"], 2.5);
+    assert_eq!(reference["shape_band"], 0.015);
     let k = val[0]["core_speed"].as_f64().unwrap();
     assert!(k > 0.5 && k < 2.0, "{k}");
     assert!(val[0]["predicted_at_core_speed"].as_f64().unwrap() > 0.0);
@@ -276,10 +277,13 @@ fn bad_profiles_are_refused_with_the_field_named() {
         curve.remove(drop);
         cases.push((format!("curve-{family}.json"), v.to_string(), vec![want]));
     }
-    // The core speed the CPU stage is at must be a speed and a power (schema 1.7).
-    for (i, (speed, power, want)) in [
-        (0.0, 2.5, "model.core_speed.reference_ops_per_cpu_s"),
-        (4.0e8, -1.0, "model.core_speed.pipeline_exponent"),
+    // The core speed the CPU stage is at must be a speed and a power (schema 1.7), its shape band a
+    // fraction (1.10).
+    for (i, (speed, power, band, want)) in [
+        (0.0, 2.5, 0.015, "model.core_speed.reference_ops_per_cpu_s"),
+        (4.0e8, -1.0, 0.015, "model.core_speed.pipeline_exponent"),
+        (4.0e8, 2.5, -0.01, "model.core_speed.shape_band"),
+        (4.0e8, 2.5, 1.5, "model.core_speed.shape_band"),
     ]
     .into_iter()
     .enumerate()
@@ -288,6 +292,7 @@ fn bad_profiles_are_refused_with_the_field_named() {
         v["model"]["core_speed"] = serde_json::json!({
             "reference_ops_per_cpu_s": speed,
             "pipeline_exponent": power,
+            "shape_band": band,
         });
         cases.push((format!("core-speed-{i}.json"), v.to_string(), vec![want]));
     }

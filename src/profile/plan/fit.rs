@@ -5,7 +5,7 @@ use super::calibrate::{cpu_bound, Calibration};
 use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
-use crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT;
+use crate::measure::hostspeed::{PIPELINE_SPEED_EXPONENT, PROBE_SHAPE_BAND};
 use crate::profile::file::{CoreSpeedReference, FittedModel, HitRatioRow};
 use crate::stall::{minio_hit_ratio, CostPoint, HitModel, LoaderQueue, MissCost, StallModel};
 use crate::workload::builtin::DEFAULT_PREFETCH_BATCHES;
@@ -134,6 +134,7 @@ pub(super) fn fit(
             .map(|reference_ops_per_cpu_s| CoreSpeedReference {
                 reference_ops_per_cpu_s,
                 pipeline_exponent: PIPELINE_SPEED_EXPONENT,
+                shape_band: Some(PROBE_SHAPE_BAND),
             }),
     }
 }
