@@ -23,8 +23,9 @@ pub fn has_journaled_trials(out: &Path) -> bool {
 /// Finished trials, saved one JSON line each so an interrupted profile can resume.
 pub(super) struct Journal {
     path: PathBuf,
-    /// The journaled trials by [`key`], for a resumed plan to find.
-    pub(super) done: HashMap<String, ProfileTrial>,
+    /// The journaled trials by [`key`], in the order they ran (a trial measured again has two), for a
+    /// resumed plan to find.
+    done: HashMap<String, Vec<ProfileTrial>>,
     /// The trials of this run, in the order the plan asked for them (journaled ones included).
     pub(super) order: Vec<ProfileTrial>,
 }
@@ -54,7 +55,9 @@ impl Journal {
                         )
                         .into());
                     };
-                    done.insert(key(t.role, t.memory_gib, &t.result), t);
+                    done.entry(key(t.role, t.memory_gib, &t.result))
+                        .or_insert_with(Vec::new)
+                        .push(t);
                 }
             }
         } else {
@@ -65,6 +68,17 @@ impl Journal {
             done,
             order: Vec::new(),
         })
+    }
+
+    /// The journaled trial for the plan's next request with key `k` ([`key_of`]): the first for its first
+    /// request, the second for a request of the same trial again (a trial measured again), and so on.
+    pub(super) fn journaled(&self, k: &str) -> Option<&ProfileTrial> {
+        let earlier = self
+            .order
+            .iter()
+            .filter(|t| key(t.role, t.memory_gib, &t.result) == k)
+            .count();
+        self.done.get(k)?.get(earlier)
     }
 
     /// Saves a finished trial, synced before the plan goes on.
@@ -115,4 +129,32 @@ pub(super) fn key_of(role: TrialRole, memory_gib: Option<f64>, req: &TrialReques
         req.storage_limit.map(|b| b.0),
         req.synthetic
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_measured_again_is_found_again_in_its_turn() {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../profiles/image.json")).unwrap();
+        let first: ProfileTrial = serde_json::from_value(shipped["trials"][0].clone()).unwrap();
+        let mut again = first.clone();
+        again.result.throughput.samples_per_s += 1.0;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.trials.jsonl");
+        let lines: Vec<String> = [&first, &again]
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap())
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let mut j = Journal::open(path, true).unwrap();
+        let k = key(first.role, first.memory_gib, &first.result);
+        assert_eq!(j.journaled(&k), Some(&first));
+        j.order.push(first.clone());
+        assert_eq!(j.journaled(&k), Some(&again), "the second request gets the second run");
+        j.order.push(again);
+        assert_eq!(j.journaled(&k), None, "a third is measured");
+    }
 }

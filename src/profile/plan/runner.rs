@@ -48,7 +48,7 @@ pub(super) struct Runner<'a> {
 /// 0.95). Over the 540 grid trials of the benches kept on 2026-12-03 and 04, the model's median error
 /// was 2.1% on trials within 2% of the sweep's median, 9.1% on those 5-8% below and 18.7% on those
 /// further below (docs/profile-format.md, "Disturbed trials").
-const SLOW_AGAINST_SWEEP: f64 = 0.95;
+pub(super) const SLOW_AGAINST_SWEEP: f64 = 0.95;
 
 /// The host's CPU speed over the profile: the calibration kernel before the first trial, the fastest
 /// reading of any trial's speed probe since, and the CPU sweep's median reading once it is known.
@@ -127,7 +127,7 @@ impl Runner<'_> {
         req.isolation = self.isolation;
         make_room(self.bar);
         let k = key_of(role, memory_gib, &req);
-        if let Some(t) = self.journal.done.get(&k) {
+        if let Some(t) = self.journal.journaled(&k).cloned() {
             self.journal.order.push(t.clone());
             self.bar.inc(1);
             return Ok(t.result.clone());
