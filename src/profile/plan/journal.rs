@@ -153,7 +153,11 @@ mod tests {
         let k = key(first.role, first.memory_gib, &first.result);
         assert_eq!(j.journaled(&k), Some(&first));
         j.order.push(first.clone());
-        assert_eq!(j.journaled(&k), Some(&again), "the second request gets the second run");
+        assert_eq!(
+            j.journaled(&k),
+            Some(&again),
+            "the second request gets the second run"
+        );
         j.order.push(again);
         assert_eq!(j.journaled(&k), None, "a third is measured");
     }
