@@ -386,9 +386,7 @@ impl FittedModel {
                     "must be a positive number",
                 ));
             }
-            if s.shape_band
-                .is_some_and(|b| !(b.is_finite() && (0.0..1.0).contains(&b)))
-            {
+            if s.shape_band.is_some_and(|b| !(0.0..1.0).contains(&b)) {
                 return Err(bad(
                     "model.core_speed.shape_band".into(),
                     "must be a fraction from 0 up to 1 (0.015 is 1.5%)",

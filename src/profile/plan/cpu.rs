@@ -2,8 +2,7 @@
 //! docs/architecture.md §4), and the footprint each trial's peak memory gives beside its cache.
 
 use super::calibrate::cpu_bound;
-use super::runner::Runner;
-use super::runner::SLOW_AGAINST_SWEEP;
+use super::runner::{read_slow, Runner};
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
 use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::{CacheState, TrialResult};
@@ -101,14 +100,14 @@ impl Sweep {
     }
 
     /// The core counts whose cached trial the speed probe read slow against the sweep's median
-    /// ([`SLOW_AGAINST_SWEEP`]): measured again, as a trial after the sweep would be ([`kept_trials`]).
+    /// ([`read_slow`]): measured again, as a trial after the sweep would be ([`kept_trials`]).
     pub(super) fn slow_cores(&self) -> Vec<f64> {
         let Some(reference) = self.reference_speed() else {
             return Vec::new();
         };
         self.core_speed
             .iter()
-            .filter(|(_, s)| *s < SLOW_AGAINST_SWEEP * reference)
+            .filter(|(_, s)| read_slow(*s, reference))
             .map(|(c, _)| *c)
             .collect()
     }
@@ -301,8 +300,8 @@ fn summarize(run: &Runner) -> Sweep {
 }
 
 /// The cached trials the sweep stands on: at each core count the fastest, leaving out a trial whose core
-/// the speed probe read below [`SLOW_AGAINST_SWEEP`] of the sweep's median wherever another at its
-/// core count read at speed. Scaled to the reference, a reading that low moves a rate by a quarter, and
+/// the speed probe read slow against the sweep's median ([`read_slow`]) wherever another at its core
+/// count read at speed. Scaled to the reference, a reading that low moves a rate by a quarter, and
 /// the pipeline need not have slowed that much: a `pytorch-resnet18-small` sweep trial at 1.5 cores read
 /// 0.899 of the median and ran 75.3 samples/s, where the grid's five trials there, read at 0.977-0.997,
 /// ran 73.8-80.1 (2026-12-05; docs/profile-format.md, "Disturbed trials").
@@ -317,8 +316,7 @@ fn kept_trials<'a>(all: &[&'a TrialResult]) -> Vec<&'a TrialResult> {
     let Some(reference) = reference_of(&speeds) else {
         return fastest;
     };
-    let at_speed =
-        |t: &TrialResult| trial_speed(t).is_none_or(|s| s >= SLOW_AGAINST_SWEEP * reference);
+    let at_speed = |t: &TrialResult| trial_speed(t).is_none_or(|s| !read_slow(s, reference));
     fastest
         .into_iter()
         .map(|kept| {

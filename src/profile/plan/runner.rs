@@ -50,6 +50,12 @@ pub(super) struct Runner<'a> {
 /// further below (docs/profile-format.md, "Disturbed trials").
 pub(super) const SLOW_AGAINST_SWEEP: f64 = 0.95;
 
+/// Whether a probe reading `speed` is slow against the sweep's median `reference`
+/// ([`SLOW_AGAINST_SWEEP`]).
+pub(super) fn read_slow(speed: f64, reference: f64) -> bool {
+    speed < SLOW_AGAINST_SWEEP * reference
+}
+
 /// The host's CPU speed over the profile: the calibration kernel before the first trial, the fastest
 /// reading of any trial's speed probe since, and the CPU sweep's median reading once it is known.
 pub(super) struct Speed {
@@ -106,7 +112,7 @@ impl Speed {
                 100.0 * (1.0 - s / self.best_probe)
             ));
         }
-        let m = self.sweep_median.filter(|m| s < SLOW_AGAINST_SWEEP * m)?;
+        let m = self.sweep_median.filter(|&m| read_slow(s, m))?;
         Some(format!(
             "its core ran {:.0}% below the CPU sweep's median speed, by the speed probe, so a pipeline ran about {:.0}% slower, {NOTHING_ELSE}",
             100.0 * (1.0 - s / m),
