@@ -1,7 +1,7 @@
 //! `synergy profile`, `predict` and `import-zoo`: making profiles and reading them. What `profile`'s
 //! flags ask for becomes a [`ProfileRequest`] in [`profile_request`].
 
-use super::args::{PredictArgs, ProfileAction, ProfileArgs, RefineArgs};
+use super::args::{PredictArgs, ProfileAction, ProfileArgs, RefineArgs, RefitArgs};
 use super::measure_cmd::workload_of;
 use super::render;
 use super::values::{check_positive, parse_axis};
@@ -46,10 +46,43 @@ fn refine_cmd(args: RefineArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Runs `profile refit`: the plan again over the profile's own trials, with nothing measured.
+fn refit_cmd(args: RefitArgs) -> anyhow::Result<i32> {
+    let origin = args.profile.display().to_string();
+    let profile = Profile::read(&args.profile)?;
+    let spec = match args.spec {
+        Some(s) => s,
+        None => plan::spec_of(&profile, &origin)?,
+    };
+    let spec = workload_of(Some(&spec), None, None, None, &[])?;
+    let out = args
+        .out
+        .unwrap_or_else(|| args.profile.with_extension("refit.json"));
+    let req = plan::refit_request(&profile, &origin, spec, out.clone())?;
+    // Generating the dataset again can take a while; Ctrl-C stops it cleanly.
+    let cancel = Cancel::on_signals()?;
+    let p = match plan::run_profile(&req, &indicatif::ProgressBar::hidden(), &cancel) {
+        Ok(p) => p,
+        Err(ProfileRunError::Trial(TrialError::Interrupted(sig))) => {
+            eprintln!("synergy: interrupted by signal {sig}; nothing was written");
+            return Ok(128 + sig);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        out!("{}", render::json(&p)?)?;
+    } else {
+        out!("{}", render::render_profile(&p, &out))?;
+    }
+    Ok(0)
+}
+
 /// Runs `profile`; the exit code is 128 + the signal when one stopped it (its finished trials are kept).
 pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
-    if let Some(ProfileAction::Refine(r)) = args.action.take() {
-        return refine_cmd(r);
+    match args.action.take() {
+        Some(ProfileAction::Refine(r)) => return refine_cmd(r),
+        Some(ProfileAction::Refit(r)) => return refit_cmd(r),
+        None => {}
     }
     let (json, plot) = (args.json, args.plot);
     let req = profile_request(args)?;
@@ -136,7 +169,8 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         storage_limit: args.storage_bps,
         isolation: args.isolation,
         tolerance: args.tolerance,
-        refine_tolerance: 0.04,
+        refine_tolerance: plan::DEFAULT_REFINE_TOLERANCE,
+        recorded: None,
     })
 }
 

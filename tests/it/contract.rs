@@ -133,6 +133,13 @@ const TABLE: &[Row] = &[
     ),
     row(&["profile", "bad.toml"], &[BAD_TOML], &["bad.toml", "line 1"]),
     // profile refine
+    row(&["profile", "refit"], NONE, &["<PROFILE>"]),
+    row(&["profile", "refit", "missing.json"], NONE, &["missing.json"]),
+    row(&["profile", "refit", "bad.json"], &[BAD_JSON], &["bad.json"]),
+    row(&["profile", "refit", ZOO_RES18], NONE, &["res18", "trials"]),
+    // Run elsewhere, the spec the shipped profile names (workloads/image.toml) is not there.
+    row(&["profile", "refit", IMAGE], NONE, &["workload.spec", "--spec"]),
+    row(&["profile", "refit", IMAGE, "--spec", "bad.toml"], &[BAD_TOML], &["bad.toml"]),
     row(&["profile", "refine", IMAGE], NONE, &["--from"]),
     row(&["profile", "refine", IMAGE, "--from", "missing"], NONE, &["missing"]),
     row(&["profile", "refine", "missing.json", "--from", "d"], &[A_DIR], &["missing.json"]),

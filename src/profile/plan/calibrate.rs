@@ -133,7 +133,7 @@ pub(super) fn calibrate(
     if data.bytes == 0 {
         return Ok((Fetch::unmeasured(c, 0.0), out));
     }
-    let mut fetch = Fetch::probe(c, data);
+    let mut fetch = Fetch::probe(c, data, plan.req.recorded.as_ref());
     let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
     let resident = sweep.resident_at(c, spec_floor(plan.spec));
     let mut points = Vec::new();

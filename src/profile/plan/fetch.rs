@@ -7,7 +7,7 @@
 
 use super::cpu::{cost_at, Sweep};
 use super::runner::Runner;
-use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
+use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError, Recorded};
 use crate::error::InputError;
 use crate::isolate::pagecache;
 use crate::measure::trial::EpochStats;
@@ -35,13 +35,34 @@ pub(super) struct Data {
 }
 
 impl Data {
-    /// The dataset the first CPU trial found, scanned; `None` when it found none.
-    pub(super) fn of(first: &TrialResult) -> Result<Option<Data>, ProfileRunError> {
+    /// The dataset the first CPU trial found, scanned; `None` when it found none. Where that directory
+    /// is gone (a re-fit on another machine), `here` stands in for it if it holds as many files and bytes:
+    /// a dataset generated again from the same spec, whose file sizes are the same.
+    pub(super) fn of(
+        first: &TrialResult,
+        here: Option<&Path>,
+    ) -> Result<Option<Data>, ProfileRunError> {
         let Some(d) = &first.dataset else {
             return Ok(None);
         };
-        let files = dataset::scan(&d.path)
-            .map_err(|e| InputError::new(d.path.display().to_string(), e.to_string()))?;
+        let same = |f: &DatasetFiles| f.files.len() as u64 == d.files && f.total_bytes() == d.bytes;
+        let files = match dataset::scan(&d.path) {
+            Ok(f) => f,
+            Err(e) => match here.and_then(|h| dataset::scan(h).ok()).filter(same) {
+                Some(f) => f,
+                None => {
+                    return Err(InputError::new(
+                        d.path.display().to_string(),
+                        format!(
+                            "the dataset the trials read cannot be listed ({e}), nor is one of its \
+                             {} files and {} bytes here; the cache model needs its file sizes",
+                            d.files, d.bytes
+                        ),
+                    )
+                    .into())
+                }
+            },
+        };
         let bytes = files.total_bytes();
         let sizes = files.files.iter().map(|(_, b)| *b).collect();
         Ok(Some(Data {
@@ -75,6 +96,9 @@ pub(super) struct Fetch {
     pub(super) storage_seen: Option<f64>,
     /// The timed read of evicted files, if it ran.
     reads: Option<pagecache::ColdReads>,
+    /// In a re-fit, the profile's fetch stage: its storage rate and its hits' bandwidth stand as
+    /// recorded, since deciding them took reads outside the trials that the profile does not keep.
+    recorded: Option<FetchModel>,
 }
 
 /// The numbers of an epoch in which every sample was a miss.
@@ -123,14 +147,21 @@ impl Fetch {
             wait_s_per_miss: 0.0,
             storage_seen: None,
             reads: None,
+            recorded: None,
         }
     }
 
     /// Before the cold epoch: a timed read of evicted files, spread over the dataset so one
     /// directory's layout on disk does not decide it. It says how long a miss blocks a loader and how
     /// fast one stream reads the device.
-    pub(super) fn probe(cores: f64, data: &Data) -> Fetch {
+    /// A re-fit reads nothing: the wait per miss is the profile's.
+    pub(super) fn probe(cores: f64, data: &Data, recorded: Option<&Recorded>) -> Fetch {
         let mut f = Fetch::unmeasured(cores, data.mean_file_bytes());
+        if let Some(r) = recorded {
+            f.wait_s_per_miss = r.wait_s_per_miss;
+            f.recorded = Some(r.fetch);
+            return f;
+        }
         let paths = data.paths();
         let step = (paths.len() / PROBE_FILES).max(1);
         let probe: Vec<&PathBuf> = paths.iter().step_by(step).take(PROBE_FILES).collect();
@@ -153,6 +184,15 @@ impl Fetch {
     pub(super) fn no_cold_epoch(&mut self) {
         self.model.storage_bytes_per_s = self.reads.map(|c| c.bytes_per_s());
         self.model.storage_lower_bound = true;
+        self.storage_as_recorded();
+    }
+
+    /// In a re-fit, the storage rate the profile settled on.
+    fn storage_as_recorded(&mut self) {
+        if let Some(r) = &self.recorded {
+            self.model.storage_bytes_per_s = r.storage_bytes_per_s;
+            self.model.storage_lower_bound = r.storage_lower_bound;
+        }
     }
 
     /// What the cold epoch of `trial` (run at [`Fetch::cores`]) says: the bytes a miss really reads
@@ -192,6 +232,7 @@ impl Fetch {
         );
         self.model.storage_bytes_per_s = Some(rate);
         self.model.storage_lower_bound = lower_bound;
+        self.storage_as_recorded();
     }
 
     /// What the first epoch of a trial that started cold says (see [`Fetch::learn`]).
@@ -201,6 +242,10 @@ impl Fetch {
 
     /// The memory bandwidth of hits: the cached dataset read once more.
     pub(super) fn time_hits(&mut self, data: &Data) {
+        if let Some(r) = &self.recorded {
+            self.model.memory_bytes_per_s = r.memory_bytes_per_s;
+            return;
+        }
         let paths = data.paths();
         let _ = pagecache::prewarm(&paths);
         let t0 = Instant::now();
@@ -265,7 +310,7 @@ pub(super) fn cold_fetch(
     cores: f64,
     data: &Data,
 ) -> Result<Fetch, ProfileRunError> {
-    let mut f = Fetch::probe(cores, data);
+    let mut f = Fetch::probe(cores, data, plan.req.recorded.as_ref());
     let mut r = base_request(plan.spec, cores);
     r.cache_state = CacheState::Cold;
     r.storage_limit = plan.req.storage_limit;

@@ -70,6 +70,22 @@ impl Journal {
         })
     }
 
+    /// A journal that holds `trials` and writes nothing (a re-fit measures nothing to save): `path` is
+    /// only named in messages.
+    pub(super) fn replay(path: PathBuf, trials: &[ProfileTrial]) -> Self {
+        let mut done: HashMap<String, Vec<ProfileTrial>> = HashMap::new();
+        for t in trials {
+            done.entry(key(t.role, t.memory_gib, &t.result))
+                .or_default()
+                .push(t.clone());
+        }
+        Journal {
+            path,
+            done,
+            order: Vec::new(),
+        }
+    }
+
     /// The journaled trial for the plan's next request with key `k` ([`key_of`]): the first for its first
     /// request, the second for a request of the same trial again (a trial measured again), and so on.
     pub(super) fn journaled(&self, k: &str) -> Option<&ProfileTrial> {
@@ -79,6 +95,11 @@ impl Journal {
             .filter(|t| key(t.role, t.memory_gib, &t.result) == k)
             .count();
         self.done.get(k)?.get(earlier)
+    }
+
+    /// Whether any run of a trial with key `k` is journaled.
+    pub(super) fn journaled_any(&self, k: &str) -> bool {
+        self.done.contains_key(k)
     }
 
     /// Saves a finished trial, synced before the plan goes on.

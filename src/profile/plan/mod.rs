@@ -30,11 +30,13 @@ mod discover;
 mod fetch;
 mod fit;
 mod journal;
+mod refit;
 mod runner;
 mod validate;
 
 pub(crate) use crate::isolate::host_memory_bytes;
 pub use journal::{has_journaled_trials, journal_path};
+pub use refit::{refit_request, spec_of, Recorded};
 pub use validate::held_out;
 
 use accelerator::accelerator;
@@ -104,7 +106,13 @@ pub struct ProfileRequest {
     pub tolerance: f64,
     /// The CPU sweep stops refining an interval whose ends differ by at most this fraction.
     pub refine_tolerance: f64,
+    /// A re-fit: the trials and measurements the plan takes from a profile instead of measuring
+    /// ([`refit_request`]); `None` measures.
+    pub recorded: Option<Recorded>,
 }
+
+/// The CPU sweep's [`ProfileRequest::refine_tolerance`] unless a caller needs another.
+pub const DEFAULT_REFINE_TOLERANCE: f64 = 0.04;
 
 /// Why profiling stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -188,24 +196,53 @@ pub fn run_profile(
     bar: &ProgressBar,
     cancel: &Cancel,
 ) -> Result<Profile, ProfileRunError> {
-    let host_cores = measure::trial::host_cores().len() as f64;
+    let recorded = req.recorded.as_ref();
+    let host_cores = match recorded {
+        Some(r) => r.host.cores as f64,
+        None => measure::trial::host_cores().len() as f64,
+    };
     let cpu_axis = check_request(req, host_cores)?;
     let c_max = *cpu_axis.last().expect("checked non-empty");
-    // The profile's cores are held for the whole run, so no other synergy process takes them between
-    // trials; each trial's own claim lands on them (the ledger prefers cores this process holds).
-    let lease =
-        crate::isolate::ledger::claim(Cores(c_max).threads(), &measure::trial::host_cores())
-            .map_err(|e| TrialError::Isolate(e.into()))?;
     let journal_path = journal_path(&req.out);
+    // A re-fit needs the dataset's file sizes for the cache model: a generated one is made again as
+    // it was, where the trials' is not here.
+    let dataset_here = match recorded {
+        Some(_) => measure::trial::prepare_dataset(&req.spec, bar, cancel)?.map(|(dir, ..)| dir),
+        None => None,
+    };
+    // The profile's cores are held for the whole run, so no other synergy process takes them between
+    // trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
+    // re-fit runs nothing on them.
+    let (_lease, journal, speed) = match recorded {
+        Some(r) => (
+            None,
+            Journal::replay(journal_path.clone(), &r.trials),
+            Speed::recorded(r.speed.before),
+        ),
+        None => {
+            let lease = crate::isolate::ledger::claim(
+                Cores(c_max).threads(),
+                &measure::trial::host_cores(),
+            )
+            .map_err(|e| TrialError::Isolate(e.into()))?;
+            let speed = Speed::new(lease.cores().first().copied());
+            (
+                Some(lease),
+                Journal::open(journal_path.clone(), req.resume)?,
+                speed,
+            )
+        }
+    };
     let mut run = Runner {
-        journal: Journal::open(journal_path.clone(), req.resume)?,
+        journal,
         bar,
         cancel,
         isolation: req.isolation,
-        warnings: Vec::new(),
-        speed: Speed::new(lease.cores().first().copied()),
+        warnings: recorded.map_or_else(Vec::new, |r| r.warnings.clone()),
+        speed,
         busy_host: false,
         slow_host: SlowHost::default(),
+        replay_of: recorded.map(|r| r.origin.clone()),
     };
     let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
     // The cold epoch is the calibration's first for a page cache, a trial of its own for an application
@@ -252,7 +289,7 @@ pub fn run_profile(
     let g = accel
         .synthetic_samples_per_s
         .max(accel.cached_best_samples_per_s);
-    let mut data = Data::of(&sweep.first)?;
+    let mut data = Data::of(&sweep.first, dataset_here.as_deref())?;
     let cores = calibration_cores(&plan, &sweep, g);
     let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
         (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &mut sweep, cores, g, d)?,
@@ -311,7 +348,14 @@ pub fn run_profile(
         ))
         .collect();
 
-    let speed = speed_check(&mut run);
+    let speed = match recorded {
+        Some(r) => r.speed,
+        None => speed_check(&mut run),
+    };
+    let (trials, warnings) = match recorded {
+        Some(r) => r.trials_and_warnings(&run.journal.order, run.warnings),
+        None => (run.journal.order.clone(), run.warnings),
+    };
     let first = &sweep.first;
     let ds = &first.dataset;
     let probe = probe_seen(&run.journal.order);
@@ -321,7 +365,10 @@ pub fn run_profile(
         .unwrap_or(spec.batch_size);
     let profile = Profile {
         schema: SCHEMA.into(),
-        source: format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
+        source: recorded.map_or_else(
+            || format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
+            |r| r.source.clone(),
+        ),
         workload: WorkloadInfo {
             name: spec.name.clone(),
             spec: Some(spec.origin.clone()),
@@ -344,16 +391,19 @@ pub fn run_profile(
             no_memory_axis: if has_data { None } else { no_memory_axis },
             probe,
         },
-        host: Some(host_info(
-            req,
-            plan.host_cores,
-            first,
-            fetch.storage_seen,
-            host_mem,
-            speed,
-        )),
-        created: Some(now_rfc3339()),
-        trials: run.journal.order.clone(),
+        host: Some(match recorded {
+            Some(r) => r.host.clone(),
+            None => host_info(
+                req,
+                plan.host_cores,
+                first,
+                fetch.storage_seen,
+                host_mem,
+                speed,
+            ),
+        }),
+        created: recorded.map_or_else(|| Some(now_rfc3339()), |r| r.created.clone()),
+        trials,
         model: Some(model),
         server,
         matrix: m,
@@ -361,11 +411,14 @@ pub fn run_profile(
         demand,
         validation,
         validation_summary,
-        warnings: run.warnings,
+        warnings,
         refinement: None,
     };
     profile.write(&req.out)?;
-    let _ = std::fs::remove_file(&journal_path);
+    // A re-fit kept no journal (and leaves alone any an interrupted profile to `out` left).
+    if recorded.is_none() {
+        let _ = std::fs::remove_file(&journal_path);
+    }
     Ok(profile)
 }
 
@@ -461,7 +514,8 @@ mod tests {
             storage_limit: None,
             isolation: None,
             tolerance: 0.05,
-            refine_tolerance: 0.04,
+            refine_tolerance: DEFAULT_REFINE_TOLERANCE,
+            recorded: None,
         }
     }
 

@@ -9,6 +9,7 @@
 use super::journal::{key_of, Journal};
 use super::ProfileRunError;
 use crate::cancel::Cancel;
+use crate::error::InputError;
 use crate::isolate::IsolationKind;
 use crate::measure::contention::{HostReading, SLOW_CORE};
 use crate::measure::hostspeed::{cpu_calibration, pipeline_speedup, CpuCalibration};
@@ -41,6 +42,9 @@ pub(super) struct Runner<'a> {
     pub(super) busy_host: bool,
     /// Whether the host's cores stay slow.
     pub(super) slow_host: SlowHost,
+    /// A re-fit of this profile file: every trial comes from the journal, and one it lacks is an error,
+    /// not a measurement.
+    pub(super) replay_of: Option<String>,
 }
 
 /// A trial after the CPU sweep whose core ran, by the speed probe, below this fraction of the sweep's
@@ -74,6 +78,16 @@ impl Speed {
         Speed {
             core,
             first: cpu_calibration(core),
+            best_probe: 0.0,
+            sweep_median: None,
+        }
+    }
+
+    /// The speed a profile recorded before its first trial, for a re-fit that times nothing.
+    pub(super) fn recorded(first: CpuCalibration) -> Self {
+        Speed {
+            core: first.core,
+            first,
             best_probe: 0.0,
             sweep_median: None,
         }
@@ -144,6 +158,18 @@ impl Runner<'_> {
             req.cpus,
             memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
         );
+        if let Some(profile) = &self.replay_of {
+            return Err(InputError::field(
+                profile.as_str(),
+                "trials",
+                format!(
+                    "this version's plan asks for a {what}{} that the profile does not hold; profile \
+                     the workload again to measure it",
+                    if self.journal.journaled_any(&k) { " again" } else { "" }
+                ),
+            )
+            .into());
+        }
         let mut attempts = 0;
         let mut slow_runs = 0;
         let mut earlier_runs_s = 0.0;
@@ -270,7 +296,8 @@ impl SlowHost {
     }
 }
 
-fn role_name(role: TrialRole) -> &'static str {
+/// How messages name a trial of `role` ("cpu", "validation", ...).
+pub(super) fn role_name(role: TrialRole) -> &'static str {
     match role {
         TrialRole::Discovery => "discovery",
         TrialRole::Synthetic => "synthetic",
