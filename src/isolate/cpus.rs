@@ -4,7 +4,10 @@
 use super::{Budget, IsolateError};
 
 /// CFS bandwidth period: 100 ms, long enough that the quota is not rounded away by scheduler ticks and short
-/// enough that a quota-limited loader does not stall for visible stretches.
+/// enough that a quota-limited loader does not stall for visible stretches. A shorter one does not make
+/// half-core trials repeat better: six alternated rounds of cached `image` trials at 0.5 cores varied by
+/// 6.3% (coefficient of variation) at 100 ms, 13.0% at 20 ms and 9.4% at 10 ms, and at one core, with no
+/// quota, by 8.4% (2026-12-05, a noisy host): the spread is the host's, not the quota's.
 pub(crate) const CFS_PERIOD_US: u64 = 100_000;
 
 /// Parses a kernel cpu list such as `0-3,6,8-9` (empty text is an empty list).
