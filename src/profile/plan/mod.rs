@@ -18,8 +18,9 @@
 //! Trials that other work on the host disturbed are run again after the host quietens (bounded), and any
 //! that stay disturbed are listed in the profile's warnings ([`runner`]). Every finished trial is
 //! journaled at once, so `--resume` continues an interrupted profile without measuring anything twice
-//! ([`journal`]; docs/architecture.md §7). [`assemble`] gathers what the profile says of the host and the
-//! run beside the model. This module holds the request, the axes every stage works on, and
+//! ([`journal`]; docs/architecture.md §7). A re-fit runs the same stages over a profile's own trials with
+//! nothing measured ([`refit`]). [`assemble`] gathers what the profile says of the host and the run beside
+//! the model. This module holds the request, the axes every stage works on, and
 //! [`run_profile`], which runs the stages in order.
 
 mod accelerator;
