@@ -33,7 +33,7 @@ pub(super) struct Journal {
 impl Journal {
     /// Opens the journal at `path`: with `resume`, the trials it holds; else empty, any old one removed.
     pub(super) fn open(path: PathBuf, resume: bool) -> Result<Self, ProfileRunError> {
-        let mut done = HashMap::new();
+        let mut trials = Vec::new();
         if resume {
             if let Ok(text) = std::fs::read_to_string(&path) {
                 for (i, line) in text
@@ -55,29 +55,23 @@ impl Journal {
                         )
                         .into());
                     };
-                    done.entry(key(t.role, t.memory_gib, &t.result))
-                        .or_insert_with(Vec::new)
-                        .push(t);
+                    trials.push(t);
                 }
             }
         } else {
             let _ = std::fs::remove_file(&path);
         }
-        Ok(Journal {
-            path,
-            done,
-            order: Vec::new(),
-        })
+        Ok(Self::replay(path, trials))
     }
 
-    /// A journal that holds `trials` and writes nothing (a re-fit measures nothing to save): `path` is
-    /// only named in messages.
-    pub(super) fn replay(path: PathBuf, trials: &[ProfileTrial]) -> Self {
+    /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a re-fit passes the
+    /// profile's trials and never appends (it measures nothing), so `path` is then only named in messages.
+    pub(super) fn replay(path: PathBuf, trials: impl IntoIterator<Item = ProfileTrial>) -> Self {
         let mut done: HashMap<String, Vec<ProfileTrial>> = HashMap::new();
         for t in trials {
             done.entry(key(t.role, t.memory_gib, &t.result))
                 .or_default()
-                .push(t.clone());
+                .push(t);
         }
         Journal {
             path,

@@ -217,7 +217,7 @@ pub fn run_profile(
     let (_lease, journal, speed) = match recorded {
         Some(r) => (
             None,
-            Journal::replay(journal_path.clone(), &r.trials),
+            Journal::replay(journal_path.clone(), r.trials.iter().cloned()),
             Speed::recorded(r.speed.before),
         ),
         None => {
