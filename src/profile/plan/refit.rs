@@ -6,7 +6,7 @@
 //! improves without another half hour of a quiet host, and a re-fit says so in its `source`.
 
 use super::assemble::now_rfc3339;
-use super::runner::role_name;
+use super::runner::trial_name;
 use super::{ProfileRequest, DEFAULT_REFINE_TOLERANCE};
 use crate::error::InputError;
 use crate::profile::file::{HostInfo, Profile, ProfileTrial, SpeedCheck, TrialRole};
@@ -61,10 +61,8 @@ impl Recorded {
             .filter(|t| !used.contains(t))
             .map(|t| {
                 format!(
-                    "the {} trial at {} cores{} ({:.1} samples/s)",
-                    role_name(t.role),
-                    t.result.allocation.cpus,
-                    t.memory_gib.map_or(String::new(), |m| format!(", {m} GiB")),
+                    "the {} ({:.1} samples/s)",
+                    trial_name(t.role, t.result.allocation.cpus, t.memory_gib),
                     t.result.throughput.samples_per_s
                 )
             })

@@ -15,6 +15,7 @@ use crate::measure::contention::{HostReading, SLOW_CORE};
 use crate::measure::hostspeed::{cpu_calibration, pipeline_speedup, CpuCalibration};
 use crate::measure::{self, TrialError, TrialRequest, TrialResult};
 use crate::profile::file::{ProfileTrial, TrialRole};
+use crate::units::Cores;
 use indicatif::ProgressBar;
 use std::time::{Duration, Instant};
 
@@ -152,12 +153,7 @@ impl Runner<'_> {
             self.bar.inc(1);
             return Ok(t.result.clone());
         }
-        let what = format!(
-            "{} trial at {} cores{}",
-            role_name(role),
-            req.cpus,
-            memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
-        );
+        let what = trial_name(role, req.cpus, memory_gib);
         if let Some(profile) = &self.replay_of {
             return Err(InputError::field(
                 profile.as_str(),
@@ -296,8 +292,16 @@ impl SlowHost {
     }
 }
 
-/// How messages name a trial of `role` ("cpu", "validation", ...).
-pub(super) fn role_name(role: TrialRole) -> &'static str {
+/// How messages name a trial: "cpu trial at 1 cores", "validation trial at 0.5 cores, 0.25 GiB".
+pub(super) fn trial_name(role: TrialRole, cpus: Cores, memory_gib: Option<f64>) -> String {
+    format!(
+        "{} trial at {cpus} cores{}",
+        role_name(role),
+        memory_gib.map_or(String::new(), |m| format!(", {m} GiB"))
+    )
+}
+
+fn role_name(role: TrialRole) -> &'static str {
     match role {
         TrialRole::Discovery => "discovery",
         TrialRole::Synthetic => "synthetic",
