@@ -372,7 +372,18 @@ fn a_cpu_hog_on_the_trials_core_marks_it_disturbed() {
     let d = &v["disturbance"];
     eprintln!("without: {d}");
     if d["other_cores"].as_f64().unwrap() < 0.1 {
-        assert_eq!(d["disturbed"], false, "{d}");
+        // The machine under a virtual one may slow the core itself: the speed probe flags that
+        // (docs/profile-format.md, "Disturbed trials"), and the trial still got its whole core.
+        let slowed = d["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("below its fastest"));
+        if slowed {
+            eprintln!(
+                "the machine under this one slowed core 0; checking only that the trial got it"
+            );
+        } else {
+            assert_eq!(d["disturbed"], false, "{d}");
+        }
         assert!(d["got_cores"].as_f64().unwrap() > 0.9, "{d}");
     } else {
         eprintln!("the host was busy on core 0 without the hog too; not checking the quiet case");
