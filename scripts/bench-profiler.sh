@@ -7,6 +7,8 @@
 # cost CPU too, calibrated page cache).
 # A `repeats` line gives, per core count, the spread of the grid points this project's model predicts
 # within 1% of each other: how well this host repeats one measurement, which bounds any model's error.
+# An `undisturbed` line, where any trial stayed disturbed, gives the errors over the grid points whose
+# trials ran undisturbed: a disturbed trial measured the host, not its allocation.
 # A `speed probe` line gives, per core count, the probe's mean reading over the model's reference speed in
 # the sweep's and the grid's trials: a core count off 1 in both is that allocation's own reading.
 # SYNERGY_BENCH_REPEAT=1 profiles each workload a second time right after the first: the table then has
@@ -90,7 +92,7 @@ def report(name, p):
     # A trial's seconds include its discarded runs (re-run after a disturbance), on both sides.
     cost = lambda ts: sum(t["result"]["duration_s"] + t.get("earlier_runs_s", 0.0) for t in ts)
     opt_s, grid_s = cost(opt), cost(grid)
-    points = held(p).values()
+    points = list(held(p).values())
     disturbed = sum(1 for t in p["trials"] if (t["result"].get("disturbance") or {}).get("disturbed"))
     for label, key in MODELS:
         key = key or own(p)
@@ -99,6 +101,21 @@ def report(name, p):
             continue
         print(f"{name:<24} {label:<12} {len(opt):>10} {opt_s:>6.0f} {len(grid):>11} {grid_s:>6.0f} "
               f"{grid_s / opt_s:>5.1f}x {spread(errs)} {disturbed:>9}")
+    # A grid trial that stayed disturbed (other work on its cores, or its core slow by the speed probe,
+    # through all its runs) did not measure its allocation: the same errors over the points whose trials
+    # ran undisturbed tell the model's error from the yardstick's.
+    calm = {(t["result"]["allocation"]["cpus"], t["memory_gib"]) for t in grid
+            if not (t["result"].get("disturbance") or {}).get("disturbed")}
+    kept = [v for v in points if (v["cpus"], v["memory_gib"]) in calm]
+    if len(kept) < len(points) and kept:
+        rows = []
+        for label, key in MODELS[1:]:
+            key = key or own(p)
+            errs = [abs(v[key] - v["measured"]) / v["measured"] for v in kept if v.get(key) is not None]
+            if errs:
+                rows.append(f"{label} {100 * statistics.median(errs):.1f}% / {100 * max(errs):.1f}%")
+        print(f"{'':<24} on the {len(kept)} of {len(points)} points whose trials ran undisturbed, "
+              f"median / max: {'; '.join(rows)}")
     fit = (p.get("model") or {}).get("hit_curve")
     if fit:
         print(f"{'':<24} page cache: {fit['chosen_because']}")

@@ -18,6 +18,15 @@ const OTHERS_FRACTION: f64 = 0.50;
 /// A trial whose core ran, by the speed probe, below this fraction of its fastest reading on average
 /// was slowed by the machine under it (another tenant of a virtual machine's physical core).
 pub const SLOW_CORE: f64 = 0.85;
+/// A trial that used under this fraction of the cores it was granted (an emulated accelerator's synthetic
+/// trial) spent its time waiting, not computing: its cores' speed did not set its rate.
+const IDLE_FRACTION: f64 = 0.10;
+
+/// Whether a domain that used `got_cores` of `granted_cores` computed enough for its cores' speed to set
+/// its rate ([`IDLE_FRACTION`]).
+fn computed(got_cores: f64, granted_cores: f64) -> bool {
+    got_cores >= IDLE_FRACTION * granted_cores
+}
 
 /// Host-side figures at one moment, for the cores of one domain.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -91,7 +100,8 @@ pub struct Pressure {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Disturbance {
     /// The trial got clearly less CPU than granted while other work ran on its cores (or a cgroup above
-    /// it was throttled), and its tasks were waiting to run: its throughput is not this allocation's.
+    /// it was throttled), and its tasks were waiting to run: its throughput is not this allocation's. (A
+    /// profile clears it on a trial that ran at the accelerator's rate, which no allocation exceeds.)
     pub disturbed: bool,
     /// Why, in words, when disturbed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -122,6 +132,14 @@ pub struct Disturbance {
     pub core_best_ops_per_cpu_s: Option<f64>,
     /// Length of the window, seconds.
     pub window_s: f64,
+}
+
+impl Disturbance {
+    /// Whether the trial computed enough for its cores' speed to set its rate: a slow core disturbs
+    /// only such a trial.
+    pub fn computed(&self) -> bool {
+        computed(self.got_cores, self.granted_cores)
+    }
 }
 
 /// One reading of a domain and of the host, at `t_s` seconds into the trial.
@@ -186,7 +204,9 @@ pub fn assess(
         (!in_window.is_empty()).then(|| in_window.iter().sum::<f64>() / in_window.len() as f64);
     let core_best = speed.iter().map(|(_, v)| *v).reduce(f64::max);
     let slow = match (core_speed, core_best) {
-        (Some(s), Some(b)) => (s < SLOW_CORE * b).then(|| 1.0 - s / b),
+        (Some(s), Some(b)) if computed(got, granted_cores) => {
+            (s < SLOW_CORE * b).then(|| 1.0 - s / b)
+        }
         _ => None,
     };
     let disturbed = (lacked && wanted && (crowded || squeezed)) || slow.is_some();
@@ -340,5 +360,9 @@ mod tests {
         assert!(d.disturbed, "{d:?}");
         assert!(d.reason.unwrap().contains("below its fastest"));
         assert_eq!(d.core_best_ops_per_cpu_s, Some(100.0));
+        // A trial that hardly used its core (0.05 of 1) was waiting on something else.
+        let idle = reading(10.0, 0.5, 0.5, Some(0.0), 0);
+        let d = assess(1.0, 1, &a, &idle, &slow);
+        assert!(!d.disturbed && !d.computed(), "{d:?}");
     }
 }

@@ -1,4 +1,4 @@
-//! What the profile says beside the model: the host it was measured on (and whether its CPU speed held
+//! What the profile says beside the model: the workload as it ran, the host it was measured on (and whether its CPU speed held
 //! over the profile, docs/architecture.md §4), what the probe saw of the script, and when
 //! (docs/architecture.md §3.4).
 
@@ -6,8 +6,12 @@ use super::runner::Runner;
 use super::ProfileRequest;
 use crate::measure::hostspeed::cpu_calibration;
 use crate::measure::TrialResult;
-use crate::profile::file::{HostInfo, ProfileTrial, SpeedCheck, TrialRole};
+use crate::profile::file::{
+    DatasetInfo, HostInfo, ProfileTrial, SpeedCheck, TrialRole, WorkloadInfo,
+};
+use crate::stall::HitModel;
 use crate::workload::probe::ProbeReport;
+use crate::workload::WorkloadSpec;
 
 /// Times the host's CPU again after the last trial against before the first, and warns when the speed
 /// drifted: the trials may then describe two machines.
@@ -24,8 +28,47 @@ pub(super) fn speed_check(run: &mut Runner) -> SpeedCheck {
     speed
 }
 
+/// What the profile says of the workload: the spec it ran, the batch size the probe saw (the spec's
+/// where it saw none), the dataset the first CPU trial read, and an iteration's time at
+/// `proportional_samples_per_s`, the proportional share's throughput.
+pub(super) fn workload_info(
+    spec: &WorkloadSpec,
+    hit_model: HitModel,
+    gpus: u32,
+    proportional_samples_per_s: Option<f64>,
+    first: &TrialResult,
+    trials: &[ProfileTrial],
+    no_memory_axis: Option<String>,
+) -> WorkloadInfo {
+    let probe = probe_seen(trials);
+    let batch_size = probe
+        .as_ref()
+        .and_then(|p| p.batch_size)
+        .unwrap_or(spec.batch_size);
+    WorkloadInfo {
+        name: spec.name.clone(),
+        spec: Some(spec.origin.clone()),
+        description: spec.description.clone(),
+        batch_size,
+        gpus,
+        hit_model,
+        iter_time_s: proportional_samples_per_s
+            .filter(|t| *t > 0.0)
+            .map(|t| batch_size as f64 / t),
+        class: None,
+        dataset: first.dataset.as_ref().map(|d| DatasetInfo {
+            path: d.path.display().to_string(),
+            items: d.files,
+            bytes: d.bytes,
+            mean_item_bytes: d.mean_file_bytes,
+        }),
+        no_memory_axis,
+        probe,
+    }
+}
+
 /// What the probe saw of the script as it runs (synthetic trials replay, so they are left out).
-pub(super) fn probe_seen(trials: &[ProfileTrial]) -> Option<ProbeReport> {
+fn probe_seen(trials: &[ProfileTrial]) -> Option<ProbeReport> {
     trials
         .iter()
         .filter(|t| matches!(t.role, TrialRole::Discovery | TrialRole::Cpu))

@@ -41,17 +41,16 @@ pub use refit::{refit_request, spec_of, Recorded};
 pub use validate::held_out;
 
 use accelerator::accelerator;
-use assemble::{host_info, now_rfc3339, probe_seen, speed_check};
+use assemble::{host_info, now_rfc3339, speed_check, workload_info};
 use calibrate::{calibrate, calibration_cores, Calibration, CALIBRATION_FRACTIONS};
-use cpu::{cpu_sweep, remeasure};
+use cpu::{cpu_sweep, remeasure, Sweep};
 use discover::discover;
 use fetch::{cold_fetch, Data, Fetch};
 use fit::fit;
-use journal::Journal;
-use runner::{Runner, SlowHost, Speed};
-use validate::{summarize, validate, Predictor};
+use runner::Runner;
+use validate::{summaries, validate};
 
-use super::file::{DatasetInfo, Profile, ProfileError, ServerShape, WorkloadInfo, SCHEMA};
+use super::file::{FittedModel, Profile, ProfileError, ServerShape, SCHEMA};
 use super::matrix;
 use crate::cancel::Cancel;
 use crate::error::InputError;
@@ -211,54 +210,8 @@ pub fn run_profile(
         Some(_) => measure::trial::prepare_dataset(&req.spec, bar, cancel)?.map(|(dir, ..)| dir),
         None => None,
     };
-    // The profile's cores are held for the whole run, so no other synergy process takes them between
-    // trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
-    // re-fit runs nothing on them.
-    let (_lease, journal, speed) = match recorded {
-        Some(r) => (
-            None,
-            Journal::replay(journal_path.clone(), r.trials.iter().cloned()),
-            Speed::recorded(r.speed.before),
-        ),
-        None => {
-            let lease = crate::isolate::ledger::claim(
-                Cores(c_max).threads(),
-                &measure::trial::host_cores(),
-            )
-            .map_err(|e| TrialError::Isolate(e.into()))?;
-            let speed = Speed::new(lease.cores().first().copied());
-            (
-                Some(lease),
-                Journal::open(journal_path.clone(), req.resume)?,
-                speed,
-            )
-        }
-    };
-    let mut run = Runner {
-        journal,
-        bar,
-        cancel,
-        isolation: req.isolation,
-        warnings: recorded.map_or_else(Vec::new, |r| r.warnings.clone()),
-        speed,
-        busy_host: false,
-        slow_host: SlowHost::default(),
-        replay_of: recorded.map(|r| r.origin.clone()),
-    };
-    let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
-    // The cold epoch is the calibration's first for a page cache, a trial of its own for an application
-    // cache.
-    let cold_trials = match req.spec.cache {
-        CacheKind::PageCache => 0,
-        CacheKind::App => 1,
-    };
-    bar.set_length(
-        (2 + cold_trials
-            + cpu_axis.len() / 2
-            + CALIBRATION_FRACTIONS.len()
-            + req.validate
-            + if req.exhaustive { n_grid } else { 0 }) as u64,
-    );
+    let mut run = Runner::open(req, journal_path.clone(), Cores(c_max), bar, cancel)?;
+    bar.set_length(planned_trials(req, &cpu_axis));
 
     let (spec, no_memory_axis) = discover(&mut run, &req.spec, c_max)?;
     let plan = Plan {
@@ -272,37 +225,12 @@ pub fn run_profile(
         },
     };
 
-    let mut sweep = cpu_sweep(&mut run, &plan)?;
-    run.speed.sweep_median = sweep.reference_speed();
-    // Judged against the sweep's median, as every later trial is, rather than scaled by a quarter.
-    for cpus in sweep.slow_cores() {
-        sweep = remeasure(&mut run, &plan, cpus)?;
-    }
-    run.speed.sweep_median = sweep.reference_speed();
-    // A footprint the spec does not declare is known only now: the rest of the plan is refused rather
-    // than measured for memory sizes the workload cannot run in (the CPU trials stay journaled).
-    let footprint = sweep.footprint_at(plan.cpu_axis[0], spec_floor(&spec));
-    check_memory_axis(req, footprint, "measured at the fewest cores")?;
-    let accel = accelerator(&mut run, &plan, &sweep)?;
-    if !accel.separated {
-        run.warnings.push(accel.because.clone());
-    }
-    let g = accel
-        .synthetic_samples_per_s
-        .max(accel.cached_best_samples_per_s);
-    let mut data = Data::of(&sweep.first, dataset_here.as_deref())?;
-    let cores = calibration_cores(&plan, &sweep, g);
-    let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
-        (Some(d), HitModel::PageCache) => calibrate(&mut run, &plan, &mut sweep, cores, g, d)?,
-        (Some(d), HitModel::Minio) => (
-            cold_fetch(&mut run, &plan, &sweep, cores, d)?,
-            Calibration::none(),
-        ),
-        (None, _) => (Fetch::unmeasured(cores, 0.0), Calibration::none()),
-    };
-    let has_data = data.is_some();
-    let mut model = fit(&plan, &sweep, g, &fetch, &calibration, data.as_mut());
-    model.accelerator = Some(accel);
+    let Measured {
+        model,
+        sweep,
+        storage_seen,
+        has_data,
+    } = measure_model(&mut run, &plan, dataset_here.as_deref())?;
 
     let memory_axis = req.memory_gib.clone().unwrap_or_else(|| {
         matrix::auto_memory_axis(model.stall.footprint_bytes, model.stall.dataset_bytes)
@@ -334,20 +262,7 @@ pub fn run_profile(
     } else {
         Vec::new()
     };
-    let validation_summary = [HitModel::Minio, HitModel::PageCache]
-        .into_iter()
-        .filter_map(|hm| summarize(&validation, hm, Predictor::Ours(hm)))
-        .chain(summarize(
-            &validation,
-            plan.hit_model,
-            Predictor::DsAnalyzer,
-        ))
-        .chain(summarize(
-            &validation,
-            plan.hit_model,
-            Predictor::AtCoreSpeed,
-        ))
-        .collect();
+    let validation_summary = summaries(&validation, plan.hit_model);
 
     let speed = match recorded {
         Some(r) => r.speed,
@@ -358,50 +273,24 @@ pub fn run_profile(
         None => (run.journal.order.clone(), run.warnings),
     };
     let first = &sweep.first;
-    let ds = &first.dataset;
-    let probe = probe_seen(&run.journal.order);
-    let batch_size = probe
-        .as_ref()
-        .and_then(|p| p.batch_size)
-        .unwrap_or(spec.batch_size);
     let profile = Profile {
         schema: SCHEMA.into(),
         source: recorded.map_or_else(
             || format!("measured by synergy {}", env!("CARGO_PKG_VERSION")),
             |r| r.source.clone(),
         ),
-        workload: WorkloadInfo {
-            name: spec.name.clone(),
-            spec: Some(spec.origin.clone()),
-            description: spec.description.clone(),
-            batch_size,
+        workload: workload_info(
+            &spec,
+            plan.hit_model,
             gpus,
-            hit_model: plan.hit_model,
-            iter_time_s: m
-                .proportional
-                .samples_per_s
-                .filter(|t| *t > 0.0)
-                .map(|t| batch_size as f64 / t),
-            class: None,
-            dataset: ds.as_ref().map(|d| DatasetInfo {
-                path: d.path.display().to_string(),
-                items: d.files,
-                bytes: d.bytes,
-                mean_item_bytes: d.mean_file_bytes,
-            }),
-            no_memory_axis: if has_data { None } else { no_memory_axis },
-            probe,
-        },
+            m.proportional.samples_per_s,
+            first,
+            &run.journal.order,
+            no_memory_axis.filter(|_| !has_data),
+        ),
         host: Some(match recorded {
             Some(r) => r.host.clone(),
-            None => host_info(
-                req,
-                plan.host_cores,
-                first,
-                fetch.storage_seen,
-                host_mem,
-                speed,
-            ),
+            None => host_info(req, plan.host_cores, first, storage_seen, host_mem, speed),
         }),
         created: recorded.map_or_else(|| Some(now_rfc3339()), |r| r.created.clone()),
         trials,
@@ -421,6 +310,81 @@ pub fn run_profile(
         let _ = std::fs::remove_file(&journal_path);
     }
     Ok(profile)
+}
+
+/// What the measuring stages leave for the matrix, the validation and the file.
+struct Measured {
+    model: FittedModel,
+    /// The CPU sweep (its first trial describes the host and the dataset; its median probe reading is
+    /// the reference speed validation is judged at).
+    sweep: Sweep,
+    /// The storage rate the cold epoch read, bytes per second.
+    storage_seen: Option<f64>,
+    /// Whether the workload has a dataset on disk (without one the memory axis does not apply).
+    has_data: bool,
+}
+
+/// Stages 1-5 in order: the CPU sweep (its slow cores measured again), the accelerator's rate, the
+/// cold epoch and the page cache's calibration, and the model fitted to them.
+fn measure_model(
+    run: &mut Runner,
+    plan: &Plan,
+    dataset_here: Option<&std::path::Path>,
+) -> Result<Measured, ProfileRunError> {
+    let mut sweep = cpu_sweep(run, plan)?;
+    run.speed.sweep_median = sweep.reference_speed();
+    // Judged against the sweep's median, as every later trial is, rather than scaled by a quarter.
+    for cpus in sweep.slow_cores() {
+        sweep = remeasure(run, plan, cpus)?;
+    }
+    run.speed.sweep_median = sweep.reference_speed();
+    // A footprint the spec does not declare is known only now: the rest of the plan is refused rather
+    // than measured for memory sizes the workload cannot run in (the CPU trials stay journaled).
+    let footprint = sweep.footprint_at(plan.cpu_axis[0], spec_floor(plan.spec));
+    check_memory_axis(plan.req, footprint, "measured at the fewest cores")?;
+    let accel = accelerator(run, plan, &sweep)?;
+    if !accel.separated {
+        run.warnings.push(accel.because.clone());
+    }
+    let g = accel
+        .synthetic_samples_per_s
+        .max(accel.cached_best_samples_per_s);
+    run.accelerator_samples_per_s = Some(g);
+    let mut data = Data::of(&sweep.first, dataset_here)?;
+    let cores = calibration_cores(plan, &sweep, g);
+    let (fetch, calibration) = match (data.as_mut(), plan.hit_model) {
+        (Some(d), HitModel::PageCache) => calibrate(run, plan, &mut sweep, cores, g, d)?,
+        (Some(d), HitModel::Minio) => (
+            cold_fetch(run, plan, &sweep, cores, d)?,
+            Calibration::none(),
+        ),
+        (None, _) => (Fetch::unmeasured(cores, 0.0), Calibration::none()),
+    };
+    let has_data = data.is_some();
+    let mut model = fit(plan, &sweep, g, &fetch, &calibration, data.as_mut());
+    model.accelerator = Some(accel);
+    Ok(Measured {
+        model,
+        sweep,
+        storage_seen: fetch.storage_seen,
+        has_data,
+    })
+}
+
+/// Trials the plan expects to run, for the progress bar: discovery and the synthetic trial, an
+/// application cache's cold trial (a page cache's is the calibration's first epoch), about half the CPU
+/// axis, the calibration, the validation points and, with `--exhaustive`, the grid.
+fn planned_trials(req: &ProfileRequest, cpu_axis: &[f64]) -> u64 {
+    let cold_trials = match req.spec.cache {
+        CacheKind::PageCache => 0,
+        CacheKind::App => 1,
+    };
+    let n_grid = cpu_axis.len() * req.memory_gib.as_ref().map_or(5, Vec::len);
+    (2 + cold_trials
+        + cpu_axis.len() / 2
+        + CALIBRATION_FRACTIONS.len()
+        + req.validate
+        + if req.exhaustive { n_grid } else { 0 }) as u64
 }
 
 /// Everything of the request that can be checked before a trial runs (docs/architecture.md §7): the axes,

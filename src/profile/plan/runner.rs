@@ -7,9 +7,10 @@
 //! again until a trial runs at full speed.
 
 use super::journal::{key_of, Journal};
-use super::ProfileRunError;
+use super::{ProfileRequest, ProfileRunError};
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::isolate::ledger::CoreLease;
 use crate::isolate::IsolationKind;
 use crate::measure::contention::{HostReading, SLOW_CORE};
 use crate::measure::hostspeed::{cpu_calibration, pipeline_speedup, CpuCalibration};
@@ -17,6 +18,7 @@ use crate::measure::{self, TrialError, TrialRequest, TrialResult};
 use crate::profile::file::{ProfileTrial, TrialRole};
 use crate::units::Cores;
 use indicatif::ProgressBar;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.
@@ -43,9 +45,16 @@ pub(super) struct Runner<'a> {
     pub(super) busy_host: bool,
     /// Whether the host's cores stay slow.
     pub(super) slow_host: SlowHost,
+    /// The accelerator's rate G, samples per second, once stage 2 has measured it: a later trial that
+    /// ran at it is not disturbed ([`at_accelerator`]).
+    pub(super) accelerator_samples_per_s: Option<f64>,
     /// A re-fit of this profile file: every trial comes from the journal, and one it lacks is an error,
     /// not a measurement.
     pub(super) replay_of: Option<String>,
+    /// The profile's cores, held for the whole run so that no other synergy process takes them between
+    /// trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
+    /// re-fit holds none: it runs nothing on them.
+    _held: Option<CoreLease>,
 }
 
 /// A trial after the CPU sweep whose core ran, by the speed probe, below this fraction of the sweep's
@@ -107,7 +116,7 @@ impl Speed {
             .max(d.core_best_ops_per_cpu_s.unwrap_or(0.0));
         let Some(reason) = d
             .core_ops_per_cpu_s
-            .filter(|_| !d.disturbed)
+            .filter(|_| !d.disturbed && d.computed())
             .and_then(|s| self.slow(s))
         else {
             return false;
@@ -136,7 +145,49 @@ impl Speed {
     }
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    /// The runner of `req`'s plan, journaling to `journal_path`: for a measurement it claims the
+    /// `cores` the plan needs at most and times the host's speed on the first; a re-fit replays the
+    /// profile's trials with the speed it recorded.
+    pub(super) fn open(
+        req: &ProfileRequest,
+        journal_path: PathBuf,
+        cores: Cores,
+        bar: &'a ProgressBar,
+        cancel: &'a Cancel,
+    ) -> Result<Self, ProfileRunError> {
+        let (held, journal, speed) = match &req.recorded {
+            Some(r) => (
+                None,
+                Journal::replay(journal_path, r.trials.iter().cloned()),
+                Speed::recorded(r.speed.before),
+            ),
+            None => {
+                let lease =
+                    crate::isolate::ledger::claim(cores.threads(), &measure::trial::host_cores())
+                        .map_err(|e| TrialError::Isolate(e.into()))?;
+                let speed = Speed::new(lease.cores().first().copied());
+                (Some(lease), Journal::open(journal_path, req.resume)?, speed)
+            }
+        };
+        Ok(Runner {
+            journal,
+            bar,
+            cancel,
+            isolation: req.isolation,
+            warnings: req
+                .recorded
+                .as_ref()
+                .map_or_else(Vec::new, |r| r.warnings.clone()),
+            speed,
+            busy_host: false,
+            slow_host: SlowHost::default(),
+            accelerator_samples_per_s: None,
+            replay_of: req.recorded.as_ref().map(|r| r.origin.clone()),
+            _held: held,
+        })
+    }
+
     /// Runs a trial of `role` (at `memory_gib` on the grid, if it is a grid point), or returns the
     /// journaled one, and journals what it measured.
     pub(super) fn trial(
@@ -186,6 +237,11 @@ impl Runner<'_> {
                 r => r?,
             };
             let slow = self.speed.judge(&mut r);
+            // Kept without touching what the runner knows of the host's speed: its core may well
+            // have been slow, only its rate did not show it.
+            if at_accelerator(&mut r, self.accelerator_samples_per_s) {
+                break r;
+            }
             slow_runs += u32::from(slow);
             let reason = r.disturbance.as_ref().and_then(|d| d.reason.clone());
             if let AfterRun::Keep { warning } =
@@ -235,6 +291,27 @@ impl Runner<'_> {
     pub(super) fn trials(&self, role: TrialRole) -> impl Iterator<Item = &ProfileTrial> {
         self.journal.order.iter().filter(move |t| t.role == role)
     }
+}
+
+/// A trial within this fraction of the accelerator's rate ran at it.
+const AT_ACCELERATOR: f64 = 0.98;
+
+/// Whether `r` ran at the accelerator's rate `g` ([`AT_ACCELERATOR`]); if so, whatever disturbed it
+/// is not counted (`disturbed` cleared, the readings kept): no allocation runs faster than G, so
+/// whatever ran beside the trial moved its rate by 2% at most, and running it again would only cost
+/// time (docs/profile-format.md, "Disturbed trials").
+fn at_accelerator(r: &mut TrialResult, g: Option<f64>) -> bool {
+    let Some(g) = g.filter(|g| *g > 0.0) else {
+        return false;
+    };
+    if r.throughput.samples_per_s < AT_ACCELERATOR * g {
+        return false;
+    }
+    if let Some(d) = r.disturbance.as_mut() {
+        d.disturbed = false;
+        d.reason = None;
+    }
+    true
 }
 
 /// Lengthens `bar` for a trial about to start when it is already full. Its length is the plan's
@@ -356,6 +433,31 @@ mod tests {
             }
         }
         panic!("the trial was never kept after {} runs", runs.len());
+    }
+
+    #[test]
+    fn a_trial_at_the_accelerators_rate_is_not_disturbed_whatever_ran_beside_it() {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../profiles/image.json")).unwrap();
+        let mut r: TrialResult =
+            serde_json::from_value(shipped["trials"][0]["result"].clone()).unwrap();
+        let d = r.disturbance.as_mut().unwrap();
+        d.disturbed = true;
+        d.reason = Some("got 1.02 of 2 cores while other work used 0.98 cores".into());
+        d.other_cores = 0.98;
+        let g = 400.0;
+        // 3% below G: the disturbance may have cost it that much, so it stands.
+        r.throughput.samples_per_s = 0.97 * g;
+        let mut below = r.clone();
+        assert!(!at_accelerator(&mut below, Some(g)));
+        assert!(below.disturbance.unwrap().disturbed);
+        // Before stage 2 has measured G nothing is known to bound the rate.
+        r.throughput.samples_per_s = g;
+        assert!(!at_accelerator(&mut r.clone(), None));
+        assert!(at_accelerator(&mut r, Some(g)));
+        let d = r.disturbance.unwrap();
+        assert!(!d.disturbed && d.reason.is_none(), "{d:?}");
+        assert_eq!(d.other_cores, 0.98, "what ran beside it is kept");
     }
 
     #[test]

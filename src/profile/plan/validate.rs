@@ -118,7 +118,7 @@ fn gcd(a: usize, b: usize) -> usize {
 
 /// Which predictions of the validation points an [`ErrorSummary`] is of.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Predictor {
+enum Predictor {
     /// This project's model with hit model `m`.
     Ours(HitModel),
     /// The published DS-Analyzer model.
@@ -127,8 +127,19 @@ pub(super) enum Predictor {
     AtCoreSpeed,
 }
 
+/// The validation's error summaries: this project's model under either hit model, and DS-Analyzer's and
+/// ours at each point's core speed under the workload's `model`.
+pub(super) fn summaries(points: &[ValidationPoint], model: HitModel) -> Vec<ErrorSummary> {
+    [HitModel::Minio, HitModel::PageCache]
+        .into_iter()
+        .filter_map(|hm| summarize(points, hm, Predictor::Ours(hm)))
+        .chain(summarize(points, model, Predictor::DsAnalyzer))
+        .chain(summarize(points, model, Predictor::AtCoreSpeed))
+        .collect()
+}
+
 /// Errors of one predictor over the validation points; `model` is the workload's hit model.
-pub(super) fn summarize(
+fn summarize(
     points: &[ValidationPoint],
     model: HitModel,
     predictor: Predictor,
