@@ -82,6 +82,10 @@ def held(p):
             if v["role"] == "exhaustive"
             and not (v["cpus"] in swept and v["memory_gib"] == columns[-1])}
 
+def errors(points, key):
+    """|predicted - measured| / measured of the points that have prediction `key`."""
+    return [abs(v[key] - v["measured"]) / v["measured"] for v in points if v.get(key) is not None]
+
 def spread(errs):
     return (f"{len(errs):>6} {100 * statistics.median(errs):>6.1f}% {100 * statistics.mean(errs):>5.1f}% "
             f"{100 * max(errs):>5.1f}%")
@@ -96,7 +100,7 @@ def report(name, p):
     disturbed = sum(1 for t in p["trials"] if (t["result"].get("disturbance") or {}).get("disturbed"))
     for label, key in MODELS:
         key = key or own(p)
-        errs = [abs(v[key] - v["measured"]) / v["measured"] for v in points if v.get(key) is not None]
+        errs = errors(points, key)
         if not errs:
             continue
         print(f"{name:<24} {label:<12} {len(opt):>10} {opt_s:>6.0f} {len(grid):>11} {grid_s:>6.0f} "
@@ -111,7 +115,7 @@ def report(name, p):
         rows = []
         for label, key in MODELS[1:]:
             key = key or own(p)
-            errs = [abs(v[key] - v["measured"]) / v["measured"] for v in kept if v.get(key) is not None]
+            errs = errors(kept, key)
             if errs:
                 rows.append(f"{label} {100 * statistics.median(errs):.1f}% / {100 * max(errs):.1f}%")
         print(f"{'':<24} on the {len(kept)} of {len(points)} points whose trials ran undisturbed, "

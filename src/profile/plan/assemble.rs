@@ -1,6 +1,6 @@
-//! What the profile says beside the model: the workload as it ran, the host it was measured on (and whether its CPU speed held
-//! over the profile, docs/architecture.md §4), what the probe saw of the script, and when
-//! (docs/architecture.md §3.4).
+//! What the profile says beside the model: the workload as it ran, the host it was measured on (and
+//! whether its CPU speed held over the profile, docs/architecture.md §4), what the probe saw of the
+//! script, and when (docs/architecture.md §3.4).
 
 use super::runner::Runner;
 use super::ProfileRequest;

@@ -61,7 +61,7 @@ use crate::units::{BytesPerSec, Cores, GIB};
 use crate::workload::spec::CacheKind;
 use crate::workload::WorkloadSpec;
 use indicatif::ProgressBar;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Confidence half-width, relative, at which a memory-limited trial, a cached trial of the CPU sweep
 /// and an application cache's cold trial stop.
@@ -329,7 +329,7 @@ struct Measured {
 fn measure_model(
     run: &mut Runner,
     plan: &Plan,
-    dataset_here: Option<&std::path::Path>,
+    dataset_here: Option<&Path>,
 ) -> Result<Measured, ProfileRunError> {
     let mut sweep = cpu_sweep(run, plan)?;
     run.speed.sweep_median = sweep.reference_speed();

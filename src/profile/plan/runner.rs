@@ -156,7 +156,8 @@ impl<'a> Runner<'a> {
         bar: &'a ProgressBar,
         cancel: &'a Cancel,
     ) -> Result<Self, ProfileRunError> {
-        let (held, journal, speed) = match &req.recorded {
+        let recorded = req.recorded.as_ref();
+        let (held, journal, speed) = match recorded {
             Some(r) => (
                 None,
                 Journal::replay(journal_path, r.trials.iter().cloned()),
@@ -175,15 +176,12 @@ impl<'a> Runner<'a> {
             bar,
             cancel,
             isolation: req.isolation,
-            warnings: req
-                .recorded
-                .as_ref()
-                .map_or_else(Vec::new, |r| r.warnings.clone()),
+            warnings: recorded.map_or_else(Vec::new, |r| r.warnings.clone()),
             speed,
             busy_host: false,
             slow_host: SlowHost::default(),
             accelerator_samples_per_s: None,
-            replay_of: req.recorded.as_ref().map(|r| r.origin.clone()),
+            replay_of: recorded.map(|r| r.origin.clone()),
             _held: held,
         })
     }
