@@ -60,14 +60,28 @@ fn a_profile_round_trips_through_predict() {
         !out.with_extension("trials.jsonl").exists(),
         "the journal goes once the profile is written"
     );
-    // Text is light on CPU: the sweep needs only its two ends, both at the accelerator rate.
-    let cpu_trials = p["trials"]
+    // Text is light on CPU: the sweep needs only its two ends, both at the accelerator rate. A core
+    // count the speed probe read slow against the other is measured again (docs/profile-format.md,
+    // "Disturbed trials"), which says the host was busy, not where the sweep stops.
+    let cpu_trials: Vec<&serde_json::Value> = p["trials"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|t| t["role"] == "cpu")
-        .count();
-    assert_eq!(cpu_trials, 2);
+        .collect();
+    let mut swept: Vec<f64> = cpu_trials
+        .iter()
+        .map(|t| t["result"]["allocation"]["cpus"].as_f64().unwrap())
+        .collect();
+    swept.sort_by(f64::total_cmp);
+    swept.dedup();
+    assert_eq!(swept, [0.5, 2.0], "{:#}", p["warnings"]);
+    if cpu_trials.len() > swept.len() {
+        eprintln!(
+            "the host slowed a CPU trial, which was measured again: {} trials at {swept:?} cores",
+            cpu_trials.len()
+        );
+    }
     let m = &p["matrix"];
     let abs = m["samples_per_s"].as_array().unwrap();
     for (i, c) in m["cpus"].as_array().unwrap().iter().enumerate() {
