@@ -132,6 +132,10 @@ pub struct Disturbance {
     pub core_best_ops_per_cpu_s: Option<f64>,
     /// Length of the window, seconds.
     pub window_s: f64,
+    /// Disturbed by its core's speed alone: the speed probe read the core slow against its fastest
+    /// reading during the trial, and no other work showed on it (the machine under this one).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slowed_alone: bool,
 }
 
 impl Disturbance {
@@ -209,9 +213,10 @@ pub fn assess(
         }
         _ => None,
     };
-    let disturbed = (lacked && wanted && (crowded || squeezed)) || slow.is_some();
+    let contended = lacked && wanted && (crowded || squeezed);
+    let disturbed = contended || slow.is_some();
     let reason = disturbed.then(|| {
-        if let (Some(slowdown), false) = (slow, lacked && wanted && (crowded || squeezed)) {
+        if let (Some(slowdown), false) = (slow, contended) {
             return format!(
                 "its core ran {:.0}% below its fastest during the trial, by the speed probe, though no other work showed on it (the machine under this one is busy)",
                 100.0 * slowdown
@@ -252,6 +257,7 @@ pub fn assess(
         core_ops_per_cpu_s: core_speed,
         core_best_ops_per_cpu_s: core_best,
         window_s: dt,
+        slowed_alone: slow.is_some() && !contended,
     }
 }
 
@@ -359,7 +365,13 @@ mod tests {
         let d = assess(1.0, 1, &a, &b, &slow);
         assert!(d.disturbed, "{d:?}");
         assert!(d.reason.unwrap().contains("below its fastest"));
+        assert!(d.slowed_alone, "nothing else showed on its core");
         assert_eq!(d.core_best_ops_per_cpu_s, Some(100.0));
+        // A hog beside it as well: other work disturbed it, not its core's speed alone.
+        let hog = reading(10.0, 5.0, 10.0, Some(5.0), 0);
+        let d = assess(1.0, 1, &a, &hog, &slow);
+        assert!(d.disturbed && !d.slowed_alone, "{d:?}");
+        assert!(d.reason.unwrap().contains("other work"));
         // A trial that hardly used its core (0.05 of 1) was waiting on something else.
         let idle = reading(10.0, 0.5, 0.5, Some(0.0), 0);
         let d = assess(1.0, 1, &a, &idle, &slow);

@@ -835,6 +835,7 @@ mod tests {
             core_ops_per_cpu_s: None,
             core_best_ops_per_cpu_s: None,
             window_s: 10.0,
+            slowed_alone: false,
         });
         o
     }

@@ -105,8 +105,8 @@ impl Speed {
 
     /// Marks `r` disturbed when its core ran slow against the fastest this profile has seen (a trial
     /// that ran slow throughout has no fast reading of its own to compare with) or, after the CPU
-    /// sweep, against the sweep's median ([`SLOW_AGAINST_SWEEP`]), and says whether it did: that is,
-    /// whether the trial was disturbed by its core's speed alone.
+    /// sweep, against the sweep's median ([`SLOW_AGAINST_SWEEP`]), and says whether the trial was
+    /// disturbed by its core's speed alone: by either rule, or against its own fastest reading.
     fn judge(&mut self, r: &mut TrialResult) -> bool {
         let Some(d) = r.disturbance.as_mut() else {
             return false;
@@ -114,9 +114,12 @@ impl Speed {
         self.best_probe = self
             .best_probe
             .max(d.core_best_ops_per_cpu_s.unwrap_or(0.0));
+        if d.disturbed {
+            return d.slowed_alone;
+        }
         let Some(reason) = d
             .core_ops_per_cpu_s
-            .filter(|_| !d.disturbed && d.computed())
+            .filter(|_| d.computed())
             .and_then(|s| self.slow(s))
         else {
             return false;
@@ -435,10 +438,7 @@ mod tests {
 
     #[test]
     fn a_trial_at_the_accelerators_rate_is_not_disturbed_whatever_ran_beside_it() {
-        let shipped: serde_json::Value =
-            serde_json::from_str(include_str!("../../../profiles/image.json")).unwrap();
-        let mut r: TrialResult =
-            serde_json::from_value(shipped["trials"][0]["result"].clone()).unwrap();
+        let mut r = shipped_trial();
         let d = r.disturbance.as_mut().unwrap();
         d.disturbed = true;
         d.reason = Some("got 1.02 of 2 cores while other work used 0.98 cores".into());
@@ -458,9 +458,9 @@ mod tests {
         assert_eq!(d.other_cores, 0.98, "what ran beside it is kept");
     }
 
-    #[test]
-    fn a_core_slow_against_the_sweeps_median_is_judged_slow_once_the_sweep_has_run() {
-        let mut speed = Speed {
+    /// A profile's speed whose fastest probe reading so far is 100, before the CPU sweep.
+    fn speed() -> Speed {
+        Speed {
             core: None,
             first: CpuCalibration {
                 ops_per_s: 100.0,
@@ -471,7 +471,19 @@ mod tests {
             },
             best_probe: 100.0,
             sweep_median: None,
-        };
+        }
+    }
+
+    /// The first trial of the shipped `image` profile.
+    fn shipped_trial() -> TrialResult {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../profiles/image.json")).unwrap();
+        serde_json::from_value(shipped["trials"][0]["result"].clone()).unwrap()
+    }
+
+    #[test]
+    fn a_core_slow_against_the_sweeps_median_is_judged_slow_once_the_sweep_has_run() {
+        let mut speed = speed();
         // 10% below the fastest: not slow by that rule, and no sweep yet.
         assert_eq!(speed.slow(90.0), None);
         assert!(speed.slow(80.0).unwrap().contains("below the fastest"));
@@ -481,6 +493,23 @@ mod tests {
         assert!(why.contains("10% below the CPU sweep's median"), "{why}");
         // 1.5% of the 10% is the shape band's; the rest to the power 2.5.
         assert!(why.contains("about 20% slower"), "{why}");
+    }
+
+    #[test]
+    fn a_trial_slow_against_its_own_fastest_reading_is_slow_by_the_probe_alone() {
+        // Seen on 2026-12-06: such trials were not counted slow, so with the host's cores slow for
+        // minutes an `image-app` plan ran three of its trials 3 times each.
+        let mut r = shipped_trial();
+        let d = r.disturbance.as_mut().unwrap();
+        d.disturbed = true;
+        d.reason = Some("its core ran 20% below its fastest during the trial".into());
+        d.slowed_alone = true;
+        assert!(speed().judge(&mut r.clone()));
+        // Other work on its core as well: the host may quieten, so it is not slow alone.
+        let d = r.disturbance.as_mut().unwrap();
+        d.slowed_alone = false;
+        d.reason = Some("got 0.50 of 1 cores while other work used 0.50 cores".into());
+        assert!(!speed().judge(&mut r));
     }
 
     #[test]
