@@ -25,8 +25,7 @@ fn image_throughput_rises_with_cores_until_the_ingestion_rate() {
     // G is 1.3x this host's one-core rate as kept beside the dataset. The dataset outlives a test run
     // (it lives under the target directory), and a rate kept hours ago in a slow moment of this host
     // made G half of what one core does now, so that half a core reached 0.82 G: keep it afresh.
-    image_dataset();
-    let dir = common::data_dir().join("image-256m");
+    let dir = image_dataset();
     let kept = common::run_json(&[
         "dataset",
         "rate",
@@ -230,8 +229,8 @@ fn isolation_overhead_is_reported_and_small() {
 }
 
 /// Generates the image workload's dataset (as `workloads/image.toml` says) unless it exists, so that trials
-/// started together do not each generate it.
-fn image_dataset() {
+/// started together do not each generate it; returns its directory.
+fn image_dataset() -> std::path::PathBuf {
     let dir = common::data_dir().join("image-256m");
     if !dir.exists() {
         let out = common::run(&[
@@ -247,6 +246,7 @@ fn image_dataset() {
         ]);
         assert!(out.status.success(), "{out:?}");
     }
+    dir
 }
 
 /// `synergy measure image --cpus CPUS --warm --json ARGS` with its core ledger in `runtime`, output piped.
