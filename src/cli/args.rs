@@ -660,6 +660,10 @@ pub(super) struct MeasureArgs {
     /// Shortest measured window, seconds, not negative and at most --max-seconds.
     #[arg(long, default_value_t = 3.0)]
     pub(super) min_seconds: f64,
+    /// Fewest steps in the measured window (a few steps of a loader with workers read off by
+    /// several percent).
+    #[arg(long, default_value_t = 0)]
+    pub(super) min_steps: u64,
     /// Longest trial, seconds, more than 0.
     #[arg(long, default_value_t = 60.0)]
     pub(super) max_seconds: f64,

@@ -19,6 +19,11 @@ pub struct EstimatorConfig {
     pub warmup_epochs_max_s: f64,
     /// Shortest measured window (after warm-up) before the trial may stop.
     pub min_measure_s: f64,
+    /// Fewest steps in the measured window before the trial may stop. A loader's workers deliver
+    /// batches in bursts, so a window of a dozen steps reads several percent off while its interval
+    /// claims ±1-2% (docs/profile-format.md, "How the trials run").
+    #[serde(default)]
+    pub min_measure_steps: u64,
     /// Longest trial, warm-up included; the trial stops then whatever the precision.
     pub max_total_s: f64,
     /// Stop once the 95% confidence half-width is at most this fraction of the mean.
@@ -90,6 +95,7 @@ impl Default for EstimatorConfig {
             warmup_epochs: 0,
             warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 3.0,
+            min_measure_steps: 0,
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
@@ -456,6 +462,7 @@ impl Estimator {
     pub fn converged(&self) -> Option<Estimate> {
         self.estimate().filter(|e| {
             e.measured_s >= self.cfg.min_measure_s
+                && e.measured_steps >= self.cfg.min_measure_steps
                 && if self.whole_epoch_mode() {
                     e.whole_epochs > 0
                         && (e.measured_s / e.whole_epochs as f64
@@ -525,6 +532,7 @@ mod tests {
             warmup_epochs: 0,
             warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 2.0,
+            min_measure_steps: 0,
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
@@ -562,6 +570,27 @@ mod tests {
         assert!((est.samples_per_s - 320.0).abs() < 5.0, "{est:?}");
         assert!(est.warmup_s >= 1.0);
         assert!(est.ci95_half_width > 0.0);
+    }
+
+    #[test]
+    fn a_trial_waits_for_its_fewest_steps() {
+        // Steady steps of 0.1 s: precise after the 2 s window's 20 steps, but asked for 40.
+        let first_converged = |min_steps| {
+            let mut c = cfg();
+            c.min_measure_steps = min_steps;
+            let mut e = Estimator::new(c);
+            (1..200)
+                .find_map(|i| {
+                    e.push_step(0.1 * i as f64, 32.0, None);
+                    e.converged()
+                })
+                .expect("converges")
+        };
+        let unasked = first_converged(0);
+        assert!(unasked.measured_steps < 40, "{unasked:?}");
+        let asked = first_converged(40);
+        assert_eq!(asked.measured_steps, 40, "{asked:?}");
+        assert!((asked.samples_per_s - 320.0).abs() < 1.0, "{asked:?}");
     }
 
     #[test]

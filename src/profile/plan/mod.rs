@@ -67,6 +67,12 @@ use std::path::{Path, PathBuf};
 /// and an application cache's cold trial stop.
 const CONSTRAINED_PRECISION: f64 = 0.04;
 
+/// Fewest steps a cached trial of the CPU sweep and an application cache's cold trial measure. Their
+/// one trial stands for a whole column of the grid, and a window of 10-16 steps (pytorch-resnet18-small,
+/// 2 s) spread 9% over four repeats at one core where 30 steps spread 5% and 60 steps 2.5%; 40 keeps a
+/// fast workload's two-second trials about as short (docs/profile-format.md, "How the trials run").
+const PLAN_MIN_STEPS: u64 = 40;
+
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 /// Epochs a page cache needs before its hit ratio is steady: the first fills it, the second promotes
