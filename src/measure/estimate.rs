@@ -280,8 +280,9 @@ impl Estimator {
         }
     }
 
-    /// Index of the first observation past warm-up: the one before it is the measurement's time origin.
-    fn warmup_end(&self) -> Option<usize> {
+    /// Index of the observation that is the measurement's time origin (the window starts after it), and
+    /// whether the window starts where an epoch starts (whole-epoch mode only).
+    fn warmup_end(&self) -> Option<(usize, bool)> {
         let first_t = Self::t_of(self.obs.first()?);
         let first_epoch = self.obs.first()?.epoch();
         let idx = self.obs.iter().position(|o| {
@@ -300,16 +301,25 @@ impl Estimator {
         if idx >= self.obs.len() {
             return None;
         }
-        let by_epoch = matches!(self.obs[idx], Obs::Step { epoch, .. }
-            if epoch >= first_epoch + self.cfg.warmup_epochs);
-        if self.whole_epoch_mode() && by_epoch {
-            // The window opens where an epoch starts: at idx if it is the first step of its epoch, else
-            // at the next epoch's first step. The origin is the step before it.
-            let start = (idx..self.obs.len())
-                .find(|&i| i >= 1 && self.obs[i].epoch() > self.obs[i - 1].epoch())?;
-            return Some(start - 1);
+        if self.whole_epoch_mode() {
+            let past_warmup = |o: &Obs| o.epoch() >= first_epoch + self.cfg.warmup_epochs;
+            let start = (idx.max(1)..self.obs.len()).find(|&i| {
+                self.obs[i].epoch() > self.obs[i - 1].epoch() && past_warmup(&self.obs[i])
+            });
+            if past_warmup(&self.obs[idx]) {
+                // The window opens where an epoch starts: at idx if it is the first step of its epoch,
+                // else at the next epoch's first step. The origin is the step before it.
+                return Some((start? - 1, true));
+            }
+            // Warm-up ended by `warmup_epochs_max_s` inside a warm-up epoch: the window opens where
+            // the warm-up epochs end once it has steps enough after that, and until then is an
+            // ordinary window. Cut where that epoch ends as if it were whole, a half-core trial had no
+            // estimate at all when the epoch ended a few steps past the time cap.
+            if let Some(start) = start.filter(|&i| self.obs.len() - i >= MIN_BATCHES) {
+                return Some((start - 1, true));
+            }
         }
-        Some(idx + self.mser_truncation(idx))
+        Some((idx + self.mser_truncation(idx), false))
     }
 
     /// Whether windows follow epochs: asked for, and the workload says which epoch each step is in.
@@ -380,12 +390,12 @@ impl Estimator {
 
     /// The current estimate, once enough steps were measured past warm-up.
     pub fn estimate(&self) -> Option<Estimate> {
-        let origin = self.warmup_end()?;
+        let (origin, at_epoch_start) = self.warmup_end()?;
         let first_t = Self::t_of(&self.obs[0]);
         let origin_t = Self::t_of(&self.obs[origin]);
         let mut window = &self.obs[origin + 1..];
         let mut whole_epochs = 0;
-        if self.whole_epoch_mode() {
+        if self.whole_epoch_mode() && at_epoch_start {
             // The epoch still running stays out once one has completed.
             if let Some((cut, epochs)) = self.complete_epochs(window) {
                 window = &window[..cut];
@@ -591,6 +601,37 @@ mod tests {
         let asked = first_converged(40);
         assert_eq!(asked.measured_steps, 40, "{asked:?}");
         assert!((asked.samples_per_s - 320.0).abs() < 1.0, "{asked:?}");
+    }
+
+    #[test]
+    fn a_warm_up_epoch_that_ends_just_past_its_time_cap_still_leaves_an_estimate() {
+        // Whole epochs after one warm-up epoch, waited for at most 5 s; the warm-up epoch ends 13 steps
+        // after that (0.1 s steps of 32 samples, 320 samples/s throughout).
+        let mut c = cfg();
+        c.whole_epochs = true;
+        c.warmup_epochs = 1;
+        c.warmup_epochs_max_s = 5.0;
+        let mut e = Estimator::new(c);
+        let epoch_of = |i: u32| u64::from(i > 63);
+        for i in 1..=68 {
+            e.push_step(0.1 * f64::from(i), 32.0, Some(epoch_of(i)));
+        }
+        // Five steps into the next epoch: an ordinary window from the time cap.
+        let early = e.estimate().expect("an estimate across the epoch's end");
+        assert!(early.window_start_s < 6.3, "{early:?}");
+        for i in 69..=100 {
+            e.push_step(0.1 * f64::from(i), 32.0, Some(epoch_of(i)));
+        }
+        // Steps enough past it: the window opens where the warm-up epoch ended.
+        let late = e
+            .estimate()
+            .expect("an estimate in the epoch after warm-up");
+        assert!((late.window_start_s - 6.3).abs() < 1e-9, "{late:?}");
+        // The epoch's 37 steps so far, in whole batches of two.
+        assert_eq!(late.measured_steps, 36, "{late:?}");
+        assert!((late.samples_per_s - 320.0).abs() < 1.0, "{late:?}");
+        assert_eq!(late.whole_epochs, 0);
+        assert!(e.converged().is_none(), "no whole epoch measured yet");
     }
 
     #[test]

@@ -203,6 +203,20 @@ fn the_affinity_fallback_measures_too() {
 }
 
 #[test]
+fn a_trial_measures_the_fewest_steps_asked() {
+    let _g = serial();
+    let v = measure(&["text", "--cpus", "1", "--warm", "--min-steps", "60"]);
+    let steps = v["throughput"]["measured_steps"].as_u64().unwrap();
+    eprintln!(
+        "text, 1 core, --min-steps 60: {steps} steps in {:.1} s ({})",
+        v["throughput"]["measured_s"].as_f64().unwrap(),
+        v["stop_reason"]
+    );
+    assert_eq!(v["stop_reason"], "converged");
+    assert!(steps >= 60, "measured {steps} steps, fewer than asked");
+}
+
+#[test]
 fn isolation_overhead_is_reported_and_small() {
     let _g = serial();
     if skip_without_cgroups() {
