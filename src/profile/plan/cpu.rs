@@ -204,8 +204,7 @@ fn measure_cached(run: &mut Runner, plan: &Plan, cpus: f64) -> Result<f64, Profi
     // To the precision of the grid points the model predicts: the host moves a trial's rate further
     // than ±2% between trials of one allocation (the bench's `repeats`: 7-17% at one and half a core),
     // and ±2% held a half-core trial to its 30 s cap.
-    r.estimator.rel_precision = super::CONSTRAINED_PRECISION;
-    r.estimator.min_measure_steps = super::PLAN_MIN_STEPS;
+    super::to_column_precision(&mut r);
     Ok(run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s)
 }
 

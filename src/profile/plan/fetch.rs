@@ -318,8 +318,7 @@ pub(super) fn cold_fetch(
     r.estimator.first_epoch_only = true;
     // To the grid's precision, like the sweep's cached trials: at ±2% the trial ran out its epoch
     // (image-app at 1 core: 7.0 s, ±2.9% at the epoch's end).
-    r.estimator.rel_precision = super::CONSTRAINED_PRECISION;
-    r.estimator.min_measure_steps = super::PLAN_MIN_STEPS;
+    super::to_column_precision(&mut r);
     match run.trial(TrialRole::Fetch, None, r) {
         Ok(t) => f.learn(plan, sweep, &t, ColdEpoch::window_of(&t)),
         Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => f.no_cold_epoch(),

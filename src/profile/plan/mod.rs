@@ -185,6 +185,13 @@ impl Plan<'_> {
     }
 }
 
+/// Stops a trial that stands for a whole column of the grid (a cached trial of the CPU sweep, an
+/// application cache's cold trial) at the grid's precision and after [`PLAN_MIN_STEPS`] steps at least.
+fn to_column_precision(r: &mut TrialRequest) {
+    r.estimator.rel_precision = CONSTRAINED_PRECISION;
+    r.estimator.min_measure_steps = PLAN_MIN_STEPS;
+}
+
 /// CPU-seconds per sample of a trial, from its domain's CPU time over the measured window.
 fn cpu_s_per_sample(r: &TrialResult) -> Option<f64> {
     let used = r.telemetry.cpu_cores_used?;
