@@ -73,9 +73,8 @@ pub(super) fn calibration_cores(plan: &Plan, sweep: &Sweep, g: f64) -> f64 {
 
 /// The cached trial at the calibration's cores measured again when its samples cost no less CPU than
 /// the calibration trial's `t` (beyond [`CPU_COST_NOISE`]), most of which missed: a miss costs CPU, never
-/// saves it, so the host
-/// slowed the cached trial (neighbours' memory traffic slows the workload several times more than the
-/// speed probe's kernel shows). The sweep then keeps the faster of the two, and the profile says so.
+/// saves it, so the host slowed the cached trial (neighbours' memory traffic slows the workload several
+/// times more than the speed probe's kernel shows). The sweep then keeps the faster of the two, and the profile says so.
 /// Seen: image's cached trial at one core ran 394.8 samples/s at 2.51 ms a sample, the calibration 2.29
 /// ms with 69% misses, and the same allocation measured 529.7 later (docs/profile-format.md).
 fn recheck_cached(
