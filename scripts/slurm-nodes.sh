@@ -59,6 +59,21 @@ known_nodes() {
   { ls "$run_dir" 2>/dev/null | sed -n 's/^slurmd-\(synergy-n[0-9]*\)\.pid$/\1/p'
     ip netns list 2>/dev/null | awk '{print $1}' | grep '^synergy-n[0-9]*$' || true; } | sort -u
 }
+# Writes /etc/hosts with every node K of the first N (N = $1) named at its address, and no other line of
+# ours: the nodes share the host's /etc/hosts, so a program on a node that binds to the address of its own
+# host name (gloo, the process group of a distributed PyTorch job) gets its address on the bridge, which the
+# other nodes reach, rather than a loopback. Written in place: /etc/hosts may be a bind mount.
+hosts_mark="# synergy-nodes"
+set_hosts() {
+  local kept
+  kept="$(grep -v " $hosts_mark\$" /etc/hosts || true)"
+  {
+    [ -z "$kept" ] || printf '%s\n' "$kept"
+    for k in $(seq 1 "$1"); do printf '%s %s %s\n' "$net.$((10 + k))" "$(node_name "$k")" "$hosts_mark"; done
+  } >"$run_dir/hosts.new"
+  cat "$run_dir/hosts.new" >/etc/hosts
+  rm -f "$run_dir/hosts.new"
+}
 # Removes Slurm's cgroup tree of node NAME in every v1 hierarchy (deepest first), once its daemons are gone.
 remove_cgroups() {
   local d
@@ -81,6 +96,7 @@ case "$cmd" in
       remove_cgroups "$n"
     done
     ip link del "$bridge" 2>/dev/null && say "removed bridge $bridge"
+    [ -d "$run_dir" ] && set_hosts 0
     exit 0
     ;;
   status)
@@ -204,6 +220,9 @@ for k in $(seq 1 "$nodes"); do
     say "created network namespace $n ($net.$((10 + k)))"
   fi
 done
+
+install -d "$run_dir"
+set_hosts "$nodes"
 
 if ! alive "$run_dir/slurmctld.pid" slurmctld; then
   slurmctld -f "$SLURM_CONF" || die "slurmctld did not start: see $log_dir/slurmctld.log"

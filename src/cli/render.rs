@@ -131,6 +131,9 @@ pub(super) fn render_trial(r: &TrialResult) -> String {
     }
     if let Some(p) = &r.probe {
         let _ = writeln!(o, "  probe        {}", p.describe());
+        if !p.ranks.is_empty() {
+            let _ = writeln!(o, "  ranks        {}", p.describe_ranks());
+        }
     }
     let i = &r.isolation;
     let _ = writeln!(
@@ -194,7 +197,28 @@ pub(super) fn render_profile(p: &Profile, out: &Path) -> String {
     if let Some(probe) = &p.workload.probe {
         let _ = writeln!(o, "  probe        {}", probe.describe());
     }
-    let _ = write!(o, "  samples/s    cores \\ GiB");
+    // A job of several GPUs: its cores are the whole job's; each row also says them per GPU.
+    let gpus = p.workload.gpus.max(1);
+    let row_label = |c: f64| {
+        if gpus > 1 {
+            format!("{c} ({}/GPU)", crate::units::Cores(c / gpus as f64))
+        } else {
+            c.to_string()
+        }
+    };
+    let header = if gpus > 1 {
+        format!("job cores ({gpus} GPUs) \\ GiB")
+    } else {
+        "cores \\ GiB".to_string()
+    };
+    let width = m
+        .cpus
+        .iter()
+        .map(|c| row_label(*c).len())
+        .chain([header.len() - 1])
+        .max()
+        .unwrap_or(10);
+    let _ = write!(o, "  samples/s    {header:>w$}", w = width + 1);
     // Enough decimals that neighbouring columns read apart (a small dataset beside a large footprint).
     let decimals = (2..=4)
         .find(|&d| {
@@ -208,7 +232,7 @@ pub(super) fn render_profile(p: &Profile, out: &Path) -> String {
     let _ = writeln!(o);
     if let Some(abs) = &m.samples_per_s {
         for (c, row) in m.cpus.iter().zip(abs) {
-            let _ = write!(o, "               {c:>10}");
+            let _ = write!(o, "               {:>width$}", row_label(*c));
             for v in row {
                 let _ = write!(o, " {v:>8.1}");
             }

@@ -279,6 +279,13 @@ impl JobList {
             if gpus == 0 {
                 return Err(InputError::field(origin, field("gpus"), "must be at least 1").into());
             }
+            spec.check_ranks(gpus).map_err(|m| {
+                InputError::field(
+                    origin,
+                    field("gpus"),
+                    format!("{m} (field `batch_size` of {})", spec.origin),
+                )
+            })?;
             if !(e.arrival_s.is_finite() && e.arrival_s >= 0.0) {
                 return Err(InputError::field(
                     origin,

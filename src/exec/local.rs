@@ -9,17 +9,17 @@ use super::{
     ServerInfo,
 };
 use crate::error::InputError;
+use crate::exec::observe::Steps;
 use crate::isolate::cgroup::CgroupBackend;
 use crate::isolate::ledger::{self, CoreLease};
 use crate::isolate::{Budget, Domain, IsolateError, Isolation};
 use crate::measure::contention::{self, HostReading, Reading};
-use crate::measure::estimate::{Estimator, EstimatorConfig};
 use crate::measure::progress::{self, PipeProgress, ProgressEvent, ProgressSource};
 use crate::measure::progress::{RegexMatcher, RegexProgress};
 use crate::units::Bytes;
 use crate::workload::builtin::ResumeState;
 use crate::workload::env;
-use crate::workload::launch::{self, LaunchConfig, ProgressStream, Running};
+use crate::workload::launch::{self, LaunchConfig, ProgressStream, RankLayout, Running};
 use crate::workload::spec::ProgressSpec;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver};
@@ -28,16 +28,10 @@ use std::time::{Duration, Instant};
 
 /// How long a stopped workload gets to save its progress before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-/// Warm-up left out of an observation window, seconds: after a start, a resize or a thaw the loaders
-/// refill the pipeline (docs/run.md, "Observations"). The estimator's MSER truncation removes a longer
-/// transient.
-const OBSERVE_WARMUP_S: f64 = 1.0;
-
 /// The steps a job made since its observation window opened, and the readings at its opening.
 struct ObserveWindow {
-    opened: Instant,
+    steps: Steps,
     at_open: Reading,
-    steps: Vec<(Instant, f64, Option<u64>)>,
 }
 
 /// What the local server offers, from the host or capped by flags.
@@ -232,6 +226,11 @@ fn launch_into(job: &JobLaunch, lj: &mut LocalJob) -> Result<(), ExecError> {
         setup: lj.domain.child_setup(),
         extra_args: &extra_args,
         extra_env: &extra_env,
+        ranks: job.spec.launcher.map(|_| RankLayout {
+            local_ranks: lj.alloc.gpus.len() as u32,
+            world_size: lj.alloc.gpus.len() as u32,
+            rendezvous: None,
+        }),
     };
     let mut running = launch::launch(&cfg)?;
     lj.domain.adopt(running.child.id() as i32);
@@ -263,8 +262,8 @@ impl LocalJob {
                 {
                     self.samples += samples.round() as u64;
                     self.steps += 1;
-                    if let Some(w) = self.window.as_mut().filter(|w| at >= w.opened) {
-                        w.steps.push((at, samples, epoch));
+                    if let Some(w) = self.window.as_mut() {
+                        w.steps.push(at, samples, epoch);
                     }
                 }
             }
@@ -283,9 +282,8 @@ impl LocalJob {
     /// Opens a new observation window now (after what came before is drained into the old one).
     fn open_window(&mut self) {
         self.window = Some(ObserveWindow {
-            opened: Instant::now(),
+            steps: Steps::open(),
             at_open: self.reading(0.0),
-            steps: Vec::new(),
         });
     }
 
@@ -295,16 +293,9 @@ impl LocalJob {
         self.drain();
         let w = self.window.as_ref()?;
         let now = Instant::now();
-        let mut est = Estimator::new(EstimatorConfig {
-            warmup_s: OBSERVE_WARMUP_S,
-            ..EstimatorConfig::default()
-        });
-        for (at, samples, epoch) in &w.steps {
-            est.push_step(at.duration_since(w.opened).as_secs_f64(), *samples, *epoch);
-        }
-        let throughput = est.estimate()?;
+        let throughput = w.steps.estimate()?;
         let kind = self.domain.kind();
-        let end = self.reading(now.duration_since(w.opened).as_secs_f64());
+        let end = self.reading(now.duration_since(w.steps.opened).as_secs_f64());
         let w = self.window.take()?;
         self.open_window();
         let disturbance = contention::assess(
@@ -330,6 +321,14 @@ impl LocalJob {
         }
         if let Some(r) = self.running.as_mut() {
             r.stop(STOP_GRACE);
+        }
+        // What left the workload's process group (the ranks a launcher starts in sessions of their
+        // own) is killed too: each could hold the progress channel open, and the reader would wait.
+        for pid in self.domain.pids() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
         if let Some(h) = self.reader.take() {
             let _ = h.join();

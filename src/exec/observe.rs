@@ -9,16 +9,63 @@ use super::ExecError;
 use crate::error::InputError;
 use crate::isolate::IsolationKind;
 use crate::measure::contention::Disturbance;
-use crate::measure::estimate::Estimate;
+use crate::measure::estimate::{Estimate, Estimator, EstimatorConfig};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The schema tag every line of an observation log carries.
 pub const SCHEMA: &str = "synergy-observation/1";
 
 /// The file name suffix of an observation log: `JOBS.state.json` has `JOBS.state.observations.jsonl`.
 pub const LOG_SUFFIX: &str = ".observations.jsonl";
+
+/// Warm-up left out of an observation window, seconds: after a start, a resize or a thaw the loaders
+/// refill the pipeline (docs/run.md, "Observations"). The estimator's MSER truncation removes a longer
+/// transient.
+const OBSERVE_WARMUP_S: f64 = 1.0;
+
+/// The steps a job made since its observation window opened, for the trials' estimator.
+#[derive(Debug, Clone)]
+pub(crate) struct Steps {
+    /// When the window opened.
+    pub(crate) opened: Instant,
+    steps: Vec<(Instant, f64, Option<u64>)>,
+}
+
+impl Steps {
+    /// A window opening now.
+    pub(crate) fn open() -> Self {
+        Steps {
+            opened: Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// Adds a step of `samples` that ended `at` (one from before the window opened is not its).
+    pub(crate) fn push(&mut self, at: Instant, samples: f64, epoch: Option<u64>) {
+        if at >= self.opened {
+            self.steps.push((at, samples, epoch));
+        }
+    }
+
+    /// The throughput over the window past its warm-up, once enough steps arrived for an estimate.
+    pub(crate) fn estimate(&self) -> Option<Estimate> {
+        let mut est = Estimator::new(EstimatorConfig {
+            warmup_s: OBSERVE_WARMUP_S,
+            ..EstimatorConfig::default()
+        });
+        for (at, samples, epoch) in &self.steps {
+            est.push_step(
+                at.duration_since(self.opened).as_secs_f64(),
+                *samples,
+                *epoch,
+            );
+        }
+        est.estimate()
+    }
+}
 
 /// What a backend saw of one running job over one round (before the executor names the job and its
 /// profile).

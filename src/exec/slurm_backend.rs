@@ -16,11 +16,12 @@ use super::{
     ServerInfo, Work,
 };
 use crate::error::InputError;
-use crate::isolate::ChildSetup;
+use crate::exec::observe::{Steps, Window};
+use crate::isolate::{ChildSetup, IsolationKind};
 use crate::units::{Bytes, Cores};
 use crate::workload::builtin::ResumeState;
 use crate::workload::env;
-use crate::workload::launch::{self, LaunchConfig};
+use crate::workload::launch::{self, LaunchConfig, RankLayout, Rendezvous};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -85,6 +86,9 @@ struct Task {
     state_file: PathBuf,
     /// GPUs it has: its share of what is left is in proportion to them.
     gpus: u32,
+    /// It runs its node's ranks of one distributed job, which stops where the whole job's work is
+    /// done and keeps the job's own state file: the job's work is not shared out.
+    whole_job: bool,
 }
 
 struct SlurmJob {
@@ -101,6 +105,10 @@ struct SlurmJob {
     id: Option<JobId>,
     last_query: Option<Instant>,
     exit: Option<JobExit>,
+    /// What the current submission did since its observation window opened, and the job's total
+    /// samples when last polled: the total rises each time its state files are rewritten (at least
+    /// once a second), each rise a step of the samples it added.
+    window: Option<(Steps, u64)>,
 }
 
 /// Jobs as Slurm batch jobs, one per allocation.
@@ -113,6 +121,9 @@ pub struct SlurmBackend {
     /// importer folds the submissions of one job by it and the job name (docs/traces.md, sacct).
     run_mark: String,
     jobs: BTreeMap<String, SlurmJob>,
+    /// Each server's address (Slurm's `NodeAddr`), where a distributed job's first node hosts its
+    /// ranks' rendezvous.
+    addresses: Vec<String>,
 }
 
 /// The nodes of the cluster as servers: cores, memory and GPUs (GRES) as Slurm reports them, capped by
@@ -177,9 +188,20 @@ impl SlurmBackend {
     /// Discovers the cluster's nodes (see [`discover`]).
     pub fn new(slurm: Slurm, opts: &SlurmOptions) -> Result<SlurmBackend, ExecError> {
         let servers = discover(&slurm, opts)?;
+        let nodes = slurm.nodes()?;
+        let addresses = servers
+            .iter()
+            .map(|s| {
+                nodes
+                    .iter()
+                    .find(|n| n.name == s.name)
+                    .map_or_else(|| s.name.clone(), |n| n.addr.clone())
+            })
+            .collect();
         Ok(SlurmBackend {
             slurm,
             servers,
+            addresses,
             partition: opts.partition.clone(),
             prefix: domain_prefix(std::process::id()),
             run_mark: run_mark(std::process::id(), std::time::SystemTime::now()),
@@ -202,13 +224,31 @@ impl SlurmBackend {
             source: e,
         })?;
         let mut tasks = Vec::new();
+        // A distributed job spread over nodes is one job of ranks: one launcher per node, meeting at
+        // the first node's address; its ranks keep one state file (rank 0 writes it).
+        let distributed = job.spec.launcher.is_some();
+        let world: u32 = alloc.parts.iter().map(|p| p.gpus.len() as u32).sum();
+        let rendezvous_port = match distributed && alloc.is_spread() {
+            true => Some(free_port()?),
+            false => None,
+        };
         for (k, part) in alloc.parts.iter().enumerate() {
             let res = Resources::of(part);
-            let state_file = if alloc.is_spread() {
+            let state_file = if alloc.is_spread() && !distributed {
                 task_state_file(job.state_file, k)
             } else {
                 job.state_file.to_path_buf()
             };
+            let ranks = job.spec.launcher.map(|_| RankLayout {
+                local_ranks: res.gpus,
+                world_size: world,
+                rendezvous: rendezvous_port.map(|port| Rendezvous {
+                    nodes: alloc.parts.len() as u32,
+                    node_rank: k as u32,
+                    master_addr: self.addresses[alloc.parts[0].server].clone(),
+                    master_port: port,
+                }),
+            });
             let extra_env = vec![(
                 env::STATE_FILE.to_string(),
                 state_file.display().to_string(),
@@ -224,13 +264,16 @@ impl SlurmBackend {
                 setup: ChildSetup::default(),
                 extra_args: &[],
                 extra_env: &extra_env,
+                ranks,
             };
             let (command, env) = launch::command_line(&cfg)?;
             // No progress pipe crosses sbatch, and Slurm picks the core ids (and sets
             // CUDA_VISIBLE_DEVICES from the GPUs it binds).
             let env = env
                 .into_iter()
-                .filter(|(k, _)| k != env::PROGRESS_FD && k != env::CPU_LIST)
+                .filter(|(k, _)| {
+                    k != env::PROGRESS_FD && k != env::PROGRESS_PATH && k != env::CPU_LIST
+                })
                 .collect();
             let request = JobRequest {
                 name: format!("{}{}", self.prefix, job.name),
@@ -252,6 +295,7 @@ impl SlurmBackend {
                 request,
                 state_file,
                 gpus: res.gpus,
+                whole_job: distributed,
             });
         }
         Ok(tasks)
@@ -266,7 +310,11 @@ impl SlurmBackend {
             .map(|t| ResumeState::read(&t.state_file))
             .collect::<Result<Vec<_>, _>>()?;
         let gpus: Vec<u32> = sj.tasks.iter().map(|t| t.gpus).collect();
-        let targets = task_targets(sj.work, saved, &own, &gpus);
+        let targets = if sj.tasks.iter().all(|t| t.whole_job) {
+            vec![sj.work; sj.tasks.len()]
+        } else {
+            task_targets(sj.work, saved, &own, &gpus)
+        };
         let requests: Vec<JobRequest> = sj
             .tasks
             .iter()
@@ -280,11 +328,13 @@ impl SlurmBackend {
         sj.id = Some(slurm.submit_tasks(&requests)?);
         sj.exit = None;
         sj.last_query = None;
+        sj.window = Some((Steps::open(), saved.samples_done));
         Ok(())
     }
 
     /// Cancels the current submission and waits until it has ended (the workload saved its progress).
     fn cancel(slurm: &Slurm, sj: &mut SlurmJob) -> Result<(), ExecError> {
+        sj.window = None;
         if let Some(id) = sj.id.take() {
             match slurm.stop(id, STOP_TIMEOUT) {
                 Ok(_) | Err(SlurmError::NoSuchJob(_)) => {}
@@ -293,6 +343,19 @@ impl SlurmBackend {
         }
         Ok(())
     }
+}
+
+/// A TCP port free on this host now, for a distributed job's rendezvous on its first node: on a cluster
+/// whose first node is this host (the test cluster) it is free there; elsewhere a port from the
+/// ephemeral range is taken there only by chance.
+fn free_port() -> Result<u16, ExecError> {
+    std::net::TcpListener::bind(("0.0.0.0", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| ExecError::Io {
+            context: "finding a free port for a distributed job's rendezvous".into(),
+            source: e,
+        })
 }
 
 /// The comment word that marks one executor's submissions: its pid, which is in the job names, and the
@@ -390,6 +453,7 @@ impl Backend for SlurmBackend {
             id: None,
             last_query: None,
             exit: None,
+            window: None,
         };
         Self::submit(&self.slurm, &mut sj)?;
         self.jobs.insert(job.name.to_string(), sj);
@@ -453,6 +517,12 @@ impl Backend for SlurmBackend {
         }
         // Read after the state: a job that has ended wrote its last totals before it did.
         let totals = saved_progress(&sj.state_file)?;
+        if let Some((steps, last)) = sj.window.as_mut() {
+            if totals.samples_done > *last {
+                steps.push(Instant::now(), (totals.samples_done - *last) as f64, None);
+                *last = totals.samples_done;
+            }
+        }
         Ok(JobPoll {
             samples_done: totals.samples_done,
             steps_done: totals.steps_done,
@@ -485,6 +555,21 @@ impl Backend for SlurmBackend {
             }
         }
         Self::cancel(&self.slurm, &mut sj)
+    }
+
+    /// The job's throughput from its saved progress since the window opened (its submission, or the
+    /// last observation): each rise of its total between polls is a step. Slurm's cgroups hold its
+    /// allocation on nodes this process cannot read, so whether other work disturbed it is not known.
+    fn observe(&mut self, job: &str) -> Option<Window> {
+        let sj = self.jobs.get_mut(job)?;
+        let (steps, last) = sj.window.as_ref()?;
+        let throughput = steps.estimate()?;
+        sj.window = Some((Steps::open(), *last));
+        Some(Window {
+            throughput,
+            disturbance: None,
+            isolation: IsolationKind::Slurm,
+        })
     }
 
     fn handle(&self, job: &str) -> Option<JobHandle> {

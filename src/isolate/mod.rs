@@ -25,6 +25,10 @@ pub enum IsolationKind {
     CgroupV2,
     /// `sched_setaffinity` only: whole cores, no memory or storage limits.
     Affinity,
+    /// Slurm's own (its task/cgroup plugin, on the node): what a run's jobs on the Slurm backend ran
+    /// under. Synergy never makes such a domain itself, so it is no `--isolation` choice.
+    #[value(skip)]
+    Slurm,
 }
 
 impl std::fmt::Display for IsolationKind {
@@ -33,6 +37,7 @@ impl std::fmt::Display for IsolationKind {
             IsolationKind::CgroupV1 => "cgroup-v1",
             IsolationKind::CgroupV2 => "cgroup-v2",
             IsolationKind::Affinity => "affinity",
+            IsolationKind::Slurm => "slurm",
         })
     }
 }

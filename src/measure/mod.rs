@@ -6,6 +6,7 @@ pub mod contention;
 pub mod estimate;
 pub mod hostspeed;
 pub mod progress;
+pub mod ranks;
 pub mod telemetry;
 pub mod trial;
 

@@ -1,6 +1,7 @@
 //! Progress sources: the pipe protocol (one JSON line per step on `SYNERGY_PROGRESS_FD`) and a regular
 //! expression over a workload's output for programs that cannot be changed (e.g. tqdm's `it/s`).
 
+use super::ranks::{JobSteps, RankedStep};
 use crate::workload::probe::ProbeReport;
 use regex::Regex;
 use std::io::{BufRead, BufReader, Read};
@@ -23,6 +24,9 @@ pub enum ProgressEvent {
         /// Application-cache misses among the step's samples, when the workload says.
         cache_misses: Option<u64>,
     },
+    /// One rank's step of a distributed job (a line with `rank`); the job's own [`ProgressEvent::Step`]
+    /// follows once every rank has made that step ([`crate::measure::ranks`]).
+    RankStep(RankedStep),
     /// A rate the workload computed itself, samples per second.
     Rate {
         /// When the line arrived.
@@ -31,7 +35,7 @@ pub enum ProgressEvent {
         samples_per_s: f64,
     },
     /// What a zero-change probe saw of the script (`{"probe": {...}}`, docs/pytorch.md).
-    Probe(ProbeReport),
+    Probe(Box<ProbeReport>),
     /// A line that did not follow the protocol (kept for the report, not fatal).
     Malformed {
         /// The line, shortened.
@@ -69,7 +73,8 @@ impl<R: Read + Send> PipeProgress<R> {
     }
 }
 
-/// Parses one protocol line into a step event stamped `at`.
+/// Parses one protocol line into an event stamped `at`: a step (a rank's, when the line carries `rank`,
+/// with `world_size`), a probe's report, or a malformed line.
 pub fn parse_pipe_line(line: &str, at: Instant) -> ProgressEvent {
     let malformed = || ProgressEvent::Malformed {
         line: line.chars().take(200).collect(),
@@ -80,7 +85,7 @@ pub fn parse_pipe_line(line: &str, at: Instant) -> ProgressEvent {
     };
     if let Some(report) = map.remove("probe") {
         return match serde_json::from_value::<ProbeReport>(report) {
-            Ok(r) => ProgressEvent::Probe(r),
+            Ok(r) => ProgressEvent::Probe(Box::new(r)),
             Err(_) => malformed(),
         };
     }
@@ -91,25 +96,51 @@ pub fn parse_pipe_line(line: &str, at: Instant) -> ProgressEvent {
         return malformed();
     }
     let uint = |k: &str| map.get(k).and_then(|v| v.as_u64());
-    ProgressEvent::Step {
-        at,
-        samples,
-        epoch: uint("epoch"),
-        cache_hits: uint("cache_hits"),
-        cache_misses: uint("cache_misses"),
+    let small = |k: &str| uint(k).and_then(|v| u32::try_from(v).ok());
+    match (map.get("rank"), small("rank"), small("world_size")) {
+        (None, ..) => ProgressEvent::Step {
+            at,
+            samples,
+            epoch: uint("epoch"),
+            cache_hits: uint("cache_hits"),
+            cache_misses: uint("cache_misses"),
+        },
+        // A rank's step says how many ranks there are, and its rank is one of them.
+        (Some(_), Some(rank), Some(world_size)) if rank < world_size => {
+            ProgressEvent::RankStep(RankedStep {
+                rank,
+                world_size,
+                at,
+                samples,
+                epoch: uint("epoch"),
+                cache_hits: uint("cache_hits"),
+                cache_misses: uint("cache_misses"),
+            })
+        }
+        (Some(_), ..) => malformed(),
     }
 }
 
 impl<R: Read + Send> ProgressSource for PipeProgress<R> {
+    /// Sends every line's event; a rank's step is followed by the job's steps it completes.
     fn run(self: Box<Self>, tx: Sender<ProgressEvent>) {
         let reader = BufReader::new(self.reader);
+        let mut job = JobSteps::default();
         for line in reader.lines() {
             let Ok(line) = line else { break };
             let line = line.trim();
             if line.is_empty() {
                 continue;
             }
-            if tx.send(parse_pipe_line(line, Instant::now())).is_err() {
+            let ev = parse_pipe_line(line, Instant::now());
+            let done = match &ev {
+                ProgressEvent::RankStep(step) => job.push(*step),
+                _ => Vec::new(),
+            };
+            if std::iter::once(ev)
+                .chain(done)
+                .any(|ev| tx.send(ev).is_err())
+            {
                 break;
             }
         }
@@ -278,6 +309,27 @@ mod tests {
             parse_pipe_line(r#"{"probe": {"batch_size": "eight"}}"#, now),
             ProgressEvent::Malformed { .. }
         ));
+    }
+
+    #[test]
+    fn a_ranks_lines_become_the_jobs_steps() {
+        let data = b"{\"samples\":8,\"rank\":1,\"world_size\":2}\n{\"samples\":8,\"rank\":0,\"world_size\":2}\n{\"samples\":8,\"rank\":2,\"world_size\":2}\n{\"samples\":8,\"rank\":0}\n".to_vec();
+        let (tx, rx) = channel();
+        Box::new(PipeProgress::new(std::io::Cursor::new(data))).run(tx);
+        let events: Vec<_> = rx.into_iter().collect();
+        assert!(matches!(
+            events[0],
+            ProgressEvent::RankStep(RankedStep { rank: 1, .. })
+        ));
+        assert!(matches!(
+            events[1],
+            ProgressEvent::RankStep(RankedStep { rank: 0, .. })
+        ));
+        assert!(matches!(events[2], ProgressEvent::Step { samples, .. } if samples == 16.0));
+        // A rank outside its world, or without one, does not follow the protocol.
+        assert!(matches!(events[3], ProgressEvent::Malformed { .. }));
+        assert!(matches!(events[4], ProgressEvent::Malformed { .. }));
+        assert_eq!(events.len(), 5);
     }
 
     #[test]

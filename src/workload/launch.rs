@@ -2,13 +2,13 @@
 //! and stopping it again with everything it started.
 
 use super::probe::ProbeDir;
-use super::spec::{Placeholders, ProgressSpec, Stream};
+use super::spec::{LauncherKind, Placeholders, ProgressSpec, Stream};
 use super::{env, WorkloadError, WorkloadSpec};
 use crate::isolate::ChildSetup;
 use crate::units::{Bytes, Cores};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -43,6 +43,65 @@ pub struct LaunchConfig<'a> {
     /// Environment added after the contract's own (the executor's `SYNERGY_STATE_FILE`,
     /// `CUDA_VISIBLE_DEVICES`).
     pub extra_env: &'a [(String, String)],
+    /// Where a launcher spec's ranks run; `None`: the spec's `gpus` ranks, all on this host.
+    pub ranks: Option<RankLayout>,
+}
+
+/// Where the ranks of a spec with a `launcher` run: how many on this node, and, for a job over several
+/// nodes, where they meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankLayout {
+    /// Ranks started on this node (one per GPU it has of the job).
+    pub local_ranks: u32,
+    /// Ranks of the whole job (its GPUs): they share the spec's `batch_size`.
+    pub world_size: u32,
+    /// The nodes of a job spread over several; `None` for a job on one.
+    pub rendezvous: Option<Rendezvous>,
+}
+
+/// How the launchers of one job on several nodes find each other: the first node hosts the rendezvous.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendezvous {
+    /// Nodes of the job.
+    pub nodes: u32,
+    /// This node's place among them (0 hosts the rendezvous).
+    pub node_rank: u32,
+    /// The first node's address.
+    pub master_addr: String,
+    /// The port the rendezvous listens on there.
+    pub master_port: u16,
+}
+
+/// The command that starts `rank_argv` (one rank's command) as `layout`'s ranks through `launcher`.
+pub fn launcher_argv(
+    launcher: LauncherKind,
+    layout: &RankLayout,
+    rank_argv: Vec<String>,
+) -> Vec<String> {
+    match launcher {
+        LauncherKind::Torchrun => {
+            let mut argv = vec![
+                super::spec::python(),
+                "-m".into(),
+                "torch.distributed.run".into(),
+            ];
+            match &layout.rendezvous {
+                // One node: a rendezvous of its own on a free local port.
+                None => argv.push("--standalone".into()),
+                Some(r) => argv.extend([
+                    format!("--nnodes={}", r.nodes),
+                    format!("--node-rank={}", r.node_rank),
+                    format!("--master-addr={}", r.master_addr),
+                    format!("--master-port={}", r.master_port),
+                ]),
+            }
+            argv.push(format!("--nproc-per-node={}", layout.local_ranks.max(1)));
+            // The rank's command is run as it is: it names its own interpreter.
+            argv.push("--no-python".into());
+            argv.extend(rank_argv);
+            argv
+        }
+    }
 }
 
 /// Where the workload's progress arrives.
@@ -62,10 +121,10 @@ pub struct Running {
     stderr_file: Option<File>,
     /// The probe's files, removed when the workload is dropped.
     _probe: Option<ProbeDir>,
-    /// The workload's own `TMPDIR`, removed when it is dropped (after its processes are stopped): what
-    /// it leaves there (multiprocessing's `pymp-*` directories of PyTorch loader workers killed with it)
-    /// goes with it.
-    _tmp: Option<tempfile::TempDir>,
+    /// The workload's own directory, removed when it is dropped (after its processes are stopped): its
+    /// progress FIFO, and its `TMPDIR` unless its spec names one, so what it leaves there
+    /// (multiprocessing's `pymp-*` directories of PyTorch loader workers killed with it) goes with it.
+    _tmp: tempfile::TempDir,
     started: Instant,
     status: Option<std::process::ExitStatus>,
 }
@@ -169,6 +228,12 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
     );
     ph.values.insert("cpus", cfg.cpus.to_string());
     ph.values.insert("threads", cfg.cpus.whole().to_string());
+    if let Some(layout) = &cfg.ranks {
+        ph.values.insert(
+            "rank_batch_size",
+            spec.rank_batch_size(layout.world_size).to_string(),
+        );
+    }
     ph.values.insert(
         "cache_bytes",
         cfg.cache_bytes.map(|b| b.0.to_string()).unwrap_or_default(),
@@ -180,6 +245,14 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
         .map(|(i, a)| ph.expand(a, &spec.origin, &format!("command[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
     argv.extend(cfg.extra_args.iter().cloned());
+    if let Some(launcher) = spec.launcher {
+        let layout = cfg.ranks.clone().unwrap_or(RankLayout {
+            local_ranks: spec.gpus,
+            world_size: spec.gpus,
+            rendezvous: None,
+        });
+        argv = launcher_argv(launcher, &layout, argv);
+    }
     let mut envs: Vec<(String, String)> = spec
         .env
         .iter()
@@ -201,6 +274,42 @@ pub fn command_line(cfg: &LaunchConfig) -> Result<CommandLine, WorkloadError> {
     Ok((argv, envs))
 }
 
+/// The file name of the progress FIFO in the workload's own temporary directory.
+const PROGRESS_FIFO: &str = "synergy-progress";
+
+/// The progress channel: a FIFO in `dir`, whose read end is returned and whose write end the child
+/// inherits as [`PROGRESS_FD`]. Every process of the workload may open the FIFO by its path too
+/// ([`env::PROGRESS_PATH`]): the read end sees end of stream only once the last writer, inherited or
+/// opened, has closed it, as with a pipe.
+fn progress_fifo(dir: &Path) -> Result<(File, OwnedFd, std::path::PathBuf), WorkloadError> {
+    use nix::fcntl::{open, OFlag};
+    use nix::sys::stat::Mode;
+    let path = dir.join(PROGRESS_FIFO);
+    let ctx = |what: &str| format!("{what} the progress FIFO {}", path.display());
+    let err = |what: &str, e: nix::Error| WorkloadError::io(ctx(what), e.into());
+    nix::unistd::mkfifo(&path, Mode::S_IRUSR | Mode::S_IWUSR).map_err(|e| err("creating", e))?;
+    // Opening the read end without waiting for a writer, then the write end (a reader now exists),
+    // and only then making reads block.
+    let read = open(
+        &path,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| err("opening", e))?;
+    // SAFETY: `open` returned a descriptor nobody else owns.
+    let read = unsafe { OwnedFd::from_raw_fd(read) };
+    let write = open(&path, OFlag::O_WRONLY | OFlag::O_CLOEXEC, Mode::empty())
+        .map_err(|e| err("opening", e))?;
+    // SAFETY: as above.
+    let write = unsafe { OwnedFd::from_raw_fd(write) };
+    let flags = nix::fcntl::fcntl(read.as_raw_fd(), nix::fcntl::F_GETFL)
+        .map_err(|e| err("reading the flags of", e))?;
+    let blocking = OFlag::from_bits_truncate(flags) - OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(read.as_raw_fd(), nix::fcntl::F_SETFL(blocking))
+        .map_err(|e| err("setting the flags of", e))?;
+    Ok((File::from(read), write, path))
+}
+
 /// Starts the workload. The child is placed in its domain, made leader of a new process group, and set
 /// to die with this process, all before its first instruction.
 pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
@@ -219,17 +328,15 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         }
         None => None,
     };
-    // A workload whose spec names its own TMPDIR keeps it.
-    let tmp = if envs.iter().any(|(k, _)| k == "TMPDIR") {
-        None
-    } else {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{WORKLOAD_TMP_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|e| WorkloadError::io("creating the workload's temporary directory", e))?;
-        envs.push(("TMPDIR".into(), dir.path().display().to_string()));
-        Some(dir)
-    };
+    // The workload's own directory holds its progress FIFO, and is its TMPDIR unless its spec names
+    // one.
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("{WORKLOAD_TMP_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .map_err(|e| WorkloadError::io("creating the workload's temporary directory", e))?;
+    if !envs.iter().any(|(k, _)| k == "TMPDIR") {
+        envs.push(("TMPDIR".into(), tmp.path().display().to_string()));
+    }
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]).envs(envs).stdin(Stdio::null());
     // Do not leak the parent's own contract variables into a workload that does not use them.
@@ -267,10 +374,11 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         Some(f)
     };
     let pipe = if regex_stream.is_none() {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| WorkloadError::io("creating the progress pipe", e.into()))?;
+        let (r, w, path) = progress_fifo(tmp.path())?;
+        cmd.env(env::PROGRESS_PATH, path);
         Some((r, w))
     } else {
+        cmd.env_remove(env::PROGRESS_PATH);
         None
     };
     let write_fd = pipe.as_ref().map(|(_, w)| w.as_raw_fd());
@@ -306,7 +414,7 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
     let progress = match (pipe, regex_stream) {
         (Some((r, w)), _) => {
             drop::<OwnedFd>(w);
-            Some(ProgressStream::Pipe(File::from(r)))
+            Some(ProgressStream::Pipe(r))
         }
         (None, Some(Stream::Stdout)) => child
             .stdout
@@ -327,4 +435,89 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         started: Instant::now(),
         status: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ddp_spec() -> WorkloadSpec {
+        WorkloadSpec::parse(
+            r#"name = "ddp"
+command = ["python3", "train.py", "--batch-size", "{rank_batch_size}"]
+launcher = "torchrun"
+batch_size = 24
+gpus = 2
+"#,
+            "ddp.toml",
+            Path::new("."),
+        )
+        .unwrap()
+    }
+
+    fn config<'a>(spec: &'a WorkloadSpec, ranks: Option<RankLayout>) -> LaunchConfig<'a> {
+        LaunchConfig {
+            spec,
+            dataset: None,
+            cpus: Cores(2.0),
+            cpu_list: &[0, 1],
+            cache_bytes: None,
+            synthetic: false,
+            setup: ChildSetup::default(),
+            extra_args: &[],
+            extra_env: &[],
+            ranks,
+        }
+    }
+
+    #[test]
+    fn a_launcher_spec_runs_its_gpus_ranks_through_torchrun_each_with_its_share_of_the_batch() {
+        let spec = ddp_spec();
+        let (argv, _) = command_line(&config(&spec, None)).unwrap();
+        let at = argv.iter().position(|a| a == "--no-python").unwrap();
+        assert_eq!(argv[1..3], ["-m", "torch.distributed.run"]);
+        assert!(argv.contains(&"--standalone".to_string()), "{argv:?}");
+        assert!(argv.contains(&"--nproc-per-node=2".to_string()), "{argv:?}");
+        assert_eq!(
+            argv[at + 1..],
+            ["python3", "train.py", "--batch-size", "12"]
+        );
+    }
+
+    #[test]
+    fn a_job_over_several_nodes_meets_at_the_first_nodes_address() {
+        let spec = ddp_spec();
+        let layout = RankLayout {
+            local_ranks: 1,
+            world_size: 3,
+            rendezvous: Some(Rendezvous {
+                nodes: 2,
+                node_rank: 1,
+                master_addr: "10.0.0.1".into(),
+                master_port: 29400,
+            }),
+        };
+        let (argv, _) = command_line(&config(&spec, Some(layout))).unwrap();
+        for want in [
+            "--nnodes=2",
+            "--node-rank=1",
+            "--master-addr=10.0.0.1",
+            "--master-port=29400",
+            "--nproc-per-node=1",
+        ] {
+            assert!(argv.contains(&want.to_string()), "{want} in {argv:?}");
+        }
+        assert!(!argv.contains(&"--standalone".to_string()));
+        // Three ranks share the job's 24 samples.
+        assert_eq!(argv.last().unwrap(), "8");
+    }
+
+    #[test]
+    fn a_launcher_batch_that_its_ranks_cannot_share_is_refused() {
+        let text = "name = \"ddp\"\ncommand = [\"x\"]\nlauncher = \"torchrun\"\nbatch_size = 5\ngpus = 2\n";
+        let e = WorkloadSpec::parse(text, "ddp.toml", Path::new(".")).unwrap_err();
+        assert!(e.to_string().contains("batch_size"), "{e}");
+        assert!(ddp_spec().check_ranks(3).is_ok());
+        assert!(ddp_spec().check_ranks(5).is_err());
+    }
 }

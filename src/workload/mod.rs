@@ -22,6 +22,9 @@ pub mod env {
     pub const SYNTHETIC: &str = "SYNERGY_SYNTHETIC";
     /// File descriptor of the progress pipe.
     pub const PROGRESS_FD: &str = "SYNERGY_PROGRESS_FD";
+    /// Path of the same progress channel (a FIFO): what a process opens that did not inherit the
+    /// descriptor, as the ranks a launcher such as `torchrun` starts with their descriptors closed.
+    pub const PROGRESS_PATH: &str = "SYNERGY_PROGRESS_PATH";
     /// JSON file of the run's totals (`samples_done`, `steps_done`): read at start, rewritten while running.
     pub const STATE_FILE: &str = "SYNERGY_STATE_FILE";
 }

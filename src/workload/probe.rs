@@ -54,6 +54,94 @@ pub struct ProbeReport {
     /// In a synthetic trial: the batches kept and replayed instead of loading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<Replay>,
+    /// The class of that DataLoader's sampler (`DistributedSampler` gives each rank its shard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<String>,
+    /// `OMP_NUM_THREADS` as the process saw it (a launcher such as `torchrun` sets it to 1 in every rank
+    /// it starts when the user did not set it); absent where it was not set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omp_num_threads: Option<String>,
+    /// torch's intra-op threads in that process (`torch.get_num_threads()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Processes of the job that train (its ranks), when it is a distributed job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// On a line: the rank of the process that wrote it, when it is one of a distributed job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// On a line: the process that wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// A launcher the probe saw start the job's ranks (`torchrun`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherReport>,
+    /// A distributed job's ranks, each as its own probe saw it, with its own rate (a straggler shows
+    /// here: the job runs at its slowest rank's pace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankReport>,
+}
+
+/// A launcher of a distributed job, as the probe saw it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LauncherReport {
+    /// Which: `torchrun` (torch's elastic agent, which `python -m torch.distributed.run` also runs).
+    pub kind: String,
+    /// Ranks it started on its host, once its rendezvous was done; absent while it waits there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_ranks: Option<u32>,
+}
+
+/// One rank of a distributed job: what the probe saw in it, and what it trained.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankReport {
+    /// Its rank.
+    pub rank: u32,
+    /// Its process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Samples per batch of its first DataLoader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u32>,
+    /// Its loader worker processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<u32>,
+    /// Its loader's sampler class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<String>,
+    /// Where its model's parameters are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// `OMP_NUM_THREADS` in its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub omp_num_threads: Option<String>,
+    /// Its intra-op threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Batches it reported over the whole trial.
+    #[serde(default)]
+    pub steps: u64,
+    /// Its samples per second over the trial's measured window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_per_s: Option<f64>,
+}
+
+impl RankReport {
+    /// Adds what a probe line from this rank said.
+    fn merge(&mut self, line: &ProbeReport) {
+        fn take<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
+            if b.is_some() {
+                a.clone_from(b);
+            }
+        }
+        take(&mut self.pid, &line.pid);
+        take(&mut self.batch_size, &line.batch_size);
+        take(&mut self.workers, &line.workers);
+        take(&mut self.sampler, &line.sampler);
+        take(&mut self.device, &line.device);
+        take(&mut self.omp_num_threads, &line.omp_num_threads);
+        take(&mut self.threads, &line.threads);
+    }
 }
 
 /// The batches a synthetic trial replayed.
@@ -85,16 +173,100 @@ impl ProbeReport {
         take(&mut self.device, later.device);
         take(&mut self.parameters, later.parameters);
         take(&mut self.replay, later.replay);
+        take(&mut self.sampler, later.sampler);
+        take(&mut self.omp_num_threads, later.omp_num_threads);
+        take(&mut self.threads, later.threads);
+        take(&mut self.world_size, later.world_size);
+        take(&mut self.rank, later.rank);
+        take(&mut self.pid, later.pid);
+        take(&mut self.launcher, later.launcher);
+        if !later.ranks.is_empty() {
+            self.ranks = later.ranks;
+        }
+    }
+
+    /// Adds a line from one process of the job: a rank's goes to that rank's report (created when
+    /// new) and, for rank 0, to the job's own facts as well, so the job reads as its first rank; a line
+    /// without a rank (a single process, or a launcher) goes to the job's facts.
+    pub fn add_line(&mut self, line: ProbeReport) {
+        let Some(rank) = line.rank else {
+            self.merge(ProbeReport { pid: None, ..line });
+            return;
+        };
+        let i = match self.ranks.binary_search_by_key(&rank, |r| r.rank) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ranks.insert(
+                    i,
+                    RankReport {
+                        rank,
+                        ..RankReport::default()
+                    },
+                );
+                i
+            }
+        };
+        self.ranks[i].merge(&line);
+        self.world_size = self.world_size.max(line.world_size);
+        if rank == 0 || self.batch_size.is_none() {
+            self.merge(ProbeReport {
+                rank: None,
+                pid: None,
+                ranks: Vec::new(),
+                ..line
+            });
+        }
+    }
+
+    /// One line for people: each rank's rate and batches, e.g. `0: 28.2 samples/s (66 batches), 1: ...`.
+    pub fn describe_ranks(&self) -> String {
+        self.ranks
+            .iter()
+            .map(|r| {
+                let rate = r
+                    .samples_per_s
+                    .map_or("no rate".to_string(), |s| format!("{s:.1} samples/s"));
+                format!("{}: {rate} ({} batches)", r.rank, r.steps)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Samples in one step of the whole job: each rank's batch, added (the batch size the probe saw
+    /// times the world size where some rank said nothing of its own).
+    pub fn job_batch_size(&self) -> Option<u32> {
+        let own = self.batch_size?;
+        let world = self.world_size.unwrap_or(1).max(1);
+        if self.ranks.len() as u32 == world && self.ranks.iter().all(|r| r.batch_size.is_some()) {
+            return Some(self.ranks.iter().filter_map(|r| r.batch_size).sum());
+        }
+        Some(own * world)
     }
 
     /// One line for people: what the probe saw.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
+        let each = match self.world_size.filter(|&w| w > 1) {
+            Some(w) => {
+                parts.push(format!("{w} ranks"));
+                " per rank"
+            }
+            None => "",
+        };
         if let Some(b) = self.batch_size {
-            parts.push(format!("batch {b}"));
+            parts.push(format!("batch {b}{each}"));
         }
         if let Some(w) = self.workers {
-            parts.push(format!("{w} loader workers"));
+            parts.push(format!("{w} loader workers{each}"));
+        }
+        if let Some(s) = &self.sampler {
+            parts.push(s.clone());
+        }
+        match (&self.omp_num_threads, self.threads) {
+            (Some(o), Some(t)) => parts.push(format!("OMP_NUM_THREADS={o}, {t} torch threads")),
+            (None, Some(t)) => parts.push(format!("{t} torch threads")),
+            (Some(o), None) => parts.push(format!("OMP_NUM_THREADS={o}")),
+            (None, None) => {}
         }
         if let Some(c) = &self.dataset_class {
             let items = self

@@ -56,6 +56,10 @@ pub struct WorkloadSpec {
     /// A zero-change probe to inject (`"pytorch"`): progress then comes from the probe on the pipe.
     #[serde(default)]
     pub probe: Option<ProbeKind>,
+    /// A launcher that starts the command once per GPU as one distributed job (`"torchrun"`): the
+    /// command is then one rank's (docs/workload-spec.md, "Distributed jobs").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherKind>,
     /// Where the spec came from (a file path, or `builtin:NAME`); not part of the file.
     #[serde(skip)]
     pub origin: String,
@@ -66,6 +70,15 @@ pub struct WorkloadSpec {
 
 fn one() -> u32 {
     1
+}
+
+/// A launcher of a distributed job's ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LauncherKind {
+    /// PyTorch's `torchrun` (`python -m torch.distributed.run`, with `{python}`): one process per GPU on
+    /// each node, the nodes of a job over several meeting at the first node's address.
+    Torchrun,
 }
 
 /// Which cache holds the dataset between epochs.
@@ -165,6 +178,10 @@ impl Placeholders {
         values.insert("spec_dir", spec.base_dir.display().to_string());
         values.insert("batch_size", spec.batch_size.to_string());
         values.insert("gpus", spec.gpus.to_string());
+        values.insert(
+            "rank_batch_size",
+            spec.rank_batch_size(spec.gpus).to_string(),
+        );
         Placeholders { values }
     }
 
@@ -293,6 +310,27 @@ impl WorkloadSpec {
         BUILTIN.map(|(n, _)| n).join(", ")
     }
 
+    /// Each rank's samples per step when the job runs on `gpus` GPUs: a spec with a `launcher` divides
+    /// its `batch_size` (the job's step) among its ranks, one per GPU; any other spec is one process.
+    pub fn rank_batch_size(&self, gpus: u32) -> u32 {
+        match self.launcher {
+            Some(_) => self.batch_size / gpus.max(1),
+            None => self.batch_size,
+        }
+    }
+
+    /// Whether the job can run on `gpus` GPUs: a spec with a `launcher` needs a `batch_size` that its
+    /// ranks share evenly. Says why not.
+    pub fn check_ranks(&self, gpus: u32) -> Result<(), String> {
+        if self.launcher.is_some() && (gpus == 0 || self.batch_size % gpus != 0) {
+            return Err(format!(
+                "{} samples per step do not divide among {gpus} ranks (one per GPU) of a `launcher` job: make it a multiple of {gpus}",
+                self.batch_size
+            ));
+        }
+        Ok(())
+    }
+
     /// A spec for a bare command (`synergy measure --probe pytorch -- python train.py ...`): named after
     /// its script, no dataset, progress on the pipe. Its batch size is unknown, so it is recorded as 1;
     /// samples are still counted per batch by the workload or its probe.
@@ -325,6 +363,7 @@ impl WorkloadSpec {
             progress: ProgressSpec::Pipe,
             env: BTreeMap::new(),
             probe,
+            launcher: None,
             origin: origin.into(),
             base_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
@@ -350,6 +389,8 @@ impl WorkloadSpec {
         if self.gpus == 0 {
             return Err(InputError::field(o, "gpus", "must be at least 1"));
         }
+        self.check_ranks(self.gpus)
+            .map_err(|m| InputError::field(o, "batch_size", m))?;
         if let Some(g) = self.dataset.as_ref().and_then(|d| d.generate.as_ref()) {
             if g.size.0 == 0 {
                 return Err(InputError::field(

@@ -45,9 +45,9 @@ impl CgroupBackend {
         match kind {
             IsolationKind::CgroupV1 => Self::new_v1(),
             IsolationKind::CgroupV2 => Self::new_v2(),
-            IsolationKind::Affinity => Err(IsolateError::Budget(
-                "the affinity backend is not a cgroup backend".into(),
-            )),
+            IsolationKind::Affinity | IsolationKind::Slurm => Err(IsolateError::Budget(format!(
+                "the {kind} backend is not a cgroup backend synergy makes"
+            ))),
         }
     }
 

@@ -276,6 +276,7 @@ pub fn run_trial(
         setup: domain.child_setup(),
         extra_args: &[],
         extra_env: &[],
+        ranks: None,
     };
     let mut teardown_ms = 0.0;
     let mut destroyed = Ok(());

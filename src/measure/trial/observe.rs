@@ -11,6 +11,7 @@ use crate::measure::estimate::{Estimate, Estimator, StopReason};
 use crate::measure::progress::{
     self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
 };
+use crate::measure::ranks::RankTally;
 use crate::measure::telemetry::{GpuSampler, Peaks, Telemetry};
 use crate::workload::launch::{self, ProgressStream};
 use crate::workload::probe::ProbeReport;
@@ -48,6 +49,8 @@ struct Tally {
     /// Per epoch: (epoch, time of its first and last step, its samples, its first step's samples).
     epochs: Vec<(u64, f64, f64, f64, f64)>,
     probe: Option<ProbeReport>,
+    /// A distributed job's ranks, each with its own steps.
+    ranks: RankTally,
 }
 
 impl Tally {
@@ -63,6 +66,7 @@ impl Tally {
             epoch_turned: false,
             epochs: Vec::new(),
             probe: None,
+            ranks: RankTally::default(),
         }
     }
 
@@ -106,7 +110,16 @@ impl Tally {
                 self.est
                     .push_rate(at.duration_since(self.start).as_secs_f64(), samples_per_s);
             }
-            ProgressEvent::Probe(r) => self.probe.get_or_insert_with(Default::default).merge(r),
+            ProgressEvent::RankStep(s) => self.ranks.step(
+                s.rank,
+                s.world_size,
+                s.at.duration_since(self.start).as_secs_f64(),
+                s.samples,
+            ),
+            ProgressEvent::Probe(r) => {
+                self.ranks.probe_line(&r);
+                self.probe.get_or_insert_with(Default::default).add_line(*r);
+            }
             ProgressEvent::Malformed { .. } => self.malformed += 1,
         }
     }
@@ -246,13 +259,20 @@ pub(super) fn observe(
         }
     };
     let hint = probe_hint(req, &tally);
+    // Some rank reported: the job as a whole made no step.
+    let what = if tally.ranks.is_distributed() {
+        "no step of the whole job"
+    } else {
+        "no progress from the workload"
+    };
     let Tally {
         est,
         steps,
         malformed,
         cache_steps,
         epochs,
-        probe: probe_report,
+        probe: mut probe_report,
+        ranks,
         ..
     } = tally;
     let duration_s = start.elapsed().as_secs_f64();
@@ -264,9 +284,7 @@ pub(super) fn observe(
         // No step at all: what the probe saw, or the lines that did not follow the protocol, say why
         // better than the time it waited.
         (StopReason::NoProgress | StopReason::MaxDuration, Some(hint)) => {
-            TrialError::NoEstimate(format!(
-                "no progress from the workload in {duration_s:.0} s{hint}"
-            ))
+            TrialError::NoEstimate(format!("{what} in {duration_s:.0} s{hint}"))
         }
         (StopReason::NoProgress | StopReason::MaxDuration, None) if steps == 0 && malformed > 0 => {
             TrialError::NoEstimate(format!(
@@ -284,6 +302,13 @@ pub(super) fn observe(
             "only {steps} steps in {duration_s:.1} s ({stop_reason}), too few to estimate throughput"
         )),
     })?;
+    if ranks.is_distributed() {
+        ranks.fill(
+            probe_report.get_or_insert_with(ProbeReport::default),
+            estimate.window_start_s,
+            estimate.window_start_s + estimate.measured_s,
+        );
+    }
     let speed: Vec<(f64, f64)> = probe
         .map(|p| p.finish())
         .unwrap_or_default()
@@ -321,13 +346,17 @@ pub(super) fn observe(
     })
 }
 
-/// Why a probed script gave no steps, when the probe can tell: it never saw PyTorch, or it saw PyTorch
-/// but no DataLoader batch (the probe counts only those).
+/// Why a job gave no steps, when the trial can tell: which of a distributed job's ranks reported and which
+/// did not ([`RankTally::describe`]); for a probed script, that the probe never saw PyTorch, or saw PyTorch
+/// but no DataLoader batch (it counts only those).
 fn probe_hint(req: &TrialRequest, tally: &Tally) -> Option<String> {
-    req.spec.probe?;
     if tally.steps > 0 {
         return None;
     }
+    if let Some(ranks) = tally.ranks.describe() {
+        return Some(ranks);
+    }
+    req.spec.probe?;
     Some(match &tally.probe {
         Some(p) if p.torch == Some(true) => "; the PyTorch probe saw the script load torch's data loading but iterate no `torch.utils.data.DataLoader`, and it counts only DataLoader batches: measure such a script through a spec whose `progress` pattern reads its own log (docs/workload-spec.md)".to_string(),
         _ => "; the PyTorch probe saw no import of `torch.utils.data`: either the script uses no PyTorch DataLoader (the probe counts only DataLoader batches: measure it through a spec whose `progress` pattern reads its own log, docs/workload-spec.md), or its Python does not read a `sitecustomize` from PYTHONPATH (`python -S` and `-I` do not)".to_string(),

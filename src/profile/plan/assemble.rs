@@ -28,8 +28,8 @@ pub(super) fn speed_check(run: &mut Runner) -> SpeedCheck {
     speed
 }
 
-/// What the profile says of the workload: the spec it ran, the batch size the probe saw (the spec's
-/// where it saw none), the dataset the first CPU trial read, and an iteration's time at
+/// What the profile says of the workload: the spec it ran, the batch size the probe saw (a distributed
+/// job's step holds every rank's batch; the spec's where it saw none), the dataset the first CPU trial read, and an iteration's time at
 /// `proportional_samples_per_s`, the proportional share's throughput.
 pub(super) fn workload_info(
     spec: &WorkloadSpec,
@@ -43,7 +43,7 @@ pub(super) fn workload_info(
     let probe = probe_seen(trials);
     let batch_size = probe
         .as_ref()
-        .and_then(|p| p.batch_size)
+        .and_then(ProbeReport::job_batch_size)
         .unwrap_or(spec.batch_size);
     WorkloadInfo {
         name: spec.name.clone(),
@@ -68,7 +68,7 @@ pub(super) fn workload_info(
 }
 
 /// What the probe saw of the script as it runs (synthetic trials replay, so they are left out).
-fn probe_seen(trials: &[ProfileTrial]) -> Option<ProbeReport> {
+pub(super) fn probe_seen(trials: &[ProfileTrial]) -> Option<ProbeReport> {
     trials
         .iter()
         .filter(|t| matches!(t.role, TrialRole::Discovery | TrialRole::Cpu))

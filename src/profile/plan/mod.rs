@@ -248,7 +248,7 @@ pub fn run_profile(
     let memory_axis = req.memory_gib.clone().unwrap_or_else(|| {
         matrix::auto_memory_axis(model.stall.footprint_bytes, model.stall.dataset_bytes)
     });
-    let gpus = req.gpus.unwrap_or(spec.gpus).max(1);
+    let gpus = job_gpus(req, &spec, &run.journal.order, &mut run.warnings);
     let host_mem = host_memory_bytes();
     let server = req.server.unwrap_or(ServerShape {
         gpus,
@@ -323,6 +323,38 @@ pub fn run_profile(
         let _ = std::fs::remove_file(&journal_path);
     }
     Ok(profile)
+}
+
+/// The GPUs the matrix is per: `--gpus` when given, else the world size of the distributed job the
+/// probe saw (its ranks, one per GPU), else the spec's. Warns where the probe saw another world size than
+/// `--gpus` or the spec says.
+fn job_gpus(
+    req: &ProfileRequest,
+    spec: &WorkloadSpec,
+    trials: &[crate::profile::file::ProfileTrial],
+    warnings: &mut Vec<String>,
+) -> u32 {
+    let world = assemble::probe_seen(trials).and_then(|p| p.world_size);
+    let (gpus, whence) = match (req.gpus, world) {
+        (Some(g), _) => (g, "--gpus".to_string()),
+        (None, Some(w)) => (w, String::new()),
+        (None, None) => (spec.gpus, String::new()),
+    };
+    // A spec that says nothing has one GPU; one that says more than the probe saw is told.
+    let said = req.gpus.or((spec.gpus > 1).then_some(spec.gpus));
+    if let (Some(w), Some(s)) = (world, said) {
+        if w != s {
+            let whence = if whence.is_empty() {
+                format!("field `gpus` of {}", spec.origin)
+            } else {
+                whence
+            };
+            warnings.push(format!(
+                "the probe saw a job of {w} ranks, but {whence} says {s} GPUs; the matrix is per {gpus} GPUs: check the command's launcher (torchrun --nproc_per_node)"
+            ));
+        }
+    }
+    gpus.max(1)
 }
 
 /// What the measuring stages leave for the matrix, the validation and the file.

@@ -4,17 +4,24 @@ and put first on PYTHONPATH by `synergy measure/profile --probe pytorch`).
 It measures a training script nobody changed for Synergy (docs/pytorch.md, "The zero-change probe"):
 
 - Progress: every batch a DataLoader iterator hands to the script is counted (its size is dim 0 of the
-  first tensor in the batch) and reported as one line on SYNERGY_PROGRESS_FD:
-  {"samples": N, "epoch": E, "t": T}, where E counts the iterators made from that DataLoader.
+  first tensor in the batch) and reported as one line on the progress channel (the FIFO named by
+  SYNERGY_PROGRESS_PATH, which the ranks a launcher starts can open, else SYNERGY_PROGRESS_FD):
+  {"samples": N, "epoch": E, "t": T}, where E counts the iterators made from that DataLoader; a rank of a
+  distributed job adds "rank" and "world_size", and synergy makes the job's steps of its ranks'.
 - What it can see: one {"probe": {...}} line when its hook runs (the script imported torch), and one at the
-  first batch with the loader's batch size and workers, the dataset's class, length and root directory
-  (torchvision's DatasetFolder/ImageFolder and other datasets with a `root` on disk, under Subset and
-  ConcatDataset wrappers), and the device and parameter count of the largest optimizer the script made.
+  first batch with the loader's batch size, workers and sampler, the dataset's class, length and root
+  directory (torchvision's DatasetFolder/ImageFolder and other datasets with a `root` on disk, under
+  Subset and ConcatDataset wrappers), the device and parameter count of the largest optimizer the script
+  made, OMP_NUM_THREADS and torch's threads; each line names its process (pid, and rank and world size
+  in a distributed job).
 - Synthetic mode (SYNERGY_SYNTHETIC=1): each DataLoader's first batches are kept (moved to the device of
   the script's parameters when that is not the CPU, so the script's own `.to(device)` is a no-op) and
   replayed for the rest of the run, epochs keeping their length: loading and preprocessing drop out and
   the run measures how fast the model ingests batches. A {"probe": {"replay": ...}} line says so.
-- With SYNERGY_PROBE_SET_WORKERS=1 every DataLoader's num_workers is set to ceil(SYNERGY_CPUS).
+- In a launcher built on torch's elastic agent (torchrun), one line says so, and one more how many ranks
+  it starts once its rendezvous is done, so a job whose ranks never start can say where it stopped.
+- With SYNERGY_PROBE_SET_WORKERS=1 every DataLoader's num_workers is set to ceil(SYNERGY_CPUS) divided
+  among the ranks on this host.
 
 torch is not imported here: the hooks wait for the script to import it. Any sitecustomize that this one
 shadows still runs, after the hooks are installed.
@@ -39,27 +46,76 @@ _REPLAY_BATCHES = 8
 _REPLAY_BYTES = 512 << 20
 # The largest parameter set an optimizer was made for: the model being trained.
 _MODEL = {"parameters": 0, "device": None}
-_REPORTED = {"first_batch": False}
+_REPORTED = {"first_batch": False, "rank": None}
 
 
-def _progress_fd():
-    v = os.environ.get("SYNERGY_PROGRESS_FD")
-    try:
-        return int(v) if v else None
-    except ValueError:
-        return None
+# The progress channel of this process, opened at its first line: the FIFO named by SYNERGY_PROGRESS_PATH,
+# which every process of the job can open (a launcher such as torchrun starts its ranks with their
+# inherited descriptors closed), else the inherited SYNERGY_PROGRESS_FD. Keyed by pid, so a forked child
+# that writes opens its own.
+_CHANNEL = {"pid": None, "fd": None}
 
 
-_FD = _progress_fd()
+def _channel():
+    if _CHANNEL["pid"] == os.getpid():
+        return _CHANNEL["fd"]
+    fd = None
+    path = os.environ.get("SYNERGY_PROGRESS_PATH")
+    if path:
+        try:
+            # Not blocking on open: with no reader left (the trial ended) this fails instead of waiting.
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(fd, True)
+        except OSError:
+            fd = None
+    if fd is None:
+        try:
+            fd = int(os.environ.get("SYNERGY_PROGRESS_FD", ""))
+        except ValueError:
+            fd = None
+    _CHANNEL.update(pid=os.getpid(), fd=fd)
+    return fd
 
 
 def _send(obj):
-    if _FD is None:
+    fd = _channel()
+    if fd is None:
         return
     try:
-        os.write(_FD, (json.dumps(obj) + "\n").encode())
+        # One write per line, under PIPE_BUF: lines of several processes never interleave.
+        os.write(fd, (json.dumps(obj) + "\n").encode())
     except OSError:
         pass
+
+
+def _env_int(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _rank():
+    """(rank, world size) of this process in a distributed job: torch.distributed's once the script has
+    initialized it (mp.spawn sets no environment), else what torchrun and its kind put in the environment;
+    None for a process of no distributed job."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+    if rank is not None and world is not None and 0 <= rank < world:
+        return rank, world
+    return None
+
+
+def _identity(rank):
+    ident = {"pid": os.getpid()}
+    if rank is not None:
+        ident["rank"], ident["world_size"] = rank
+    return ident
 
 
 def _batch_size(batch):
@@ -115,6 +171,17 @@ def _dataset_root(dataset):
 def _loader_facts(loader, batch):
     facts = {"batch_size": getattr(loader, "batch_size", None) or _batch_size(batch),
              "workers": getattr(loader, "num_workers", None)}
+    sampler = getattr(getattr(loader, "batch_sampler", None), "sampler", None) \
+        or getattr(loader, "sampler", None)
+    if sampler is not None:
+        facts["sampler"] = type(sampler).__name__
+    if "OMP_NUM_THREADS" in os.environ:
+        facts["omp_num_threads"] = os.environ["OMP_NUM_THREADS"]
+    torch = sys.modules.get("torch")
+    try:
+        facts["threads"] = int(torch.get_num_threads())
+    except Exception:
+        pass
     dataset = getattr(loader, "dataset", None)
     if dataset is not None:
         inner = _innermost(dataset)
@@ -159,11 +226,18 @@ def _start_epoch(loader):
 
 
 def _served(loader, batch, epoch):
-    """Reports one batch handed to the script."""
+    """Reports one batch handed to the script (tagged with the process's rank in a distributed job, which
+    is known by the first batch: scripts initialize torch.distributed before they iterate)."""
     if not _REPORTED["first_batch"]:
         _REPORTED["first_batch"] = True
-        _send({"probe": _loader_facts(loader, batch)})
-    _send({"samples": _batch_size(batch), "epoch": epoch, "t": round(time.monotonic() - _T0, 6)})
+        _REPORTED["rank"] = _rank()
+        facts = _loader_facts(loader, batch)
+        facts.update(_identity(_REPORTED["rank"]))
+        _send({"probe": facts})
+    line = {"samples": _batch_size(batch), "epoch": epoch, "t": round(time.monotonic() - _T0, 6)}
+    if _REPORTED["rank"] is not None:
+        line["rank"], line["world_size"] = _REPORTED["rank"]
+    _send(line)
 
 
 def _nbytes(batch):
@@ -221,7 +295,7 @@ class _Replay:
 
 
 def _patch_dataloader(mod):
-    _send({"probe": {"torch": True}})
+    _send({"probe": dict(torch=True, **_identity(_rank()))})
     base = mod._BaseDataLoaderIter
     orig_next = base.__next__
     orig_init = base.__init__
@@ -259,10 +333,10 @@ def _patch_dataloader(mod):
     loader_cls.__iter__ = __iter__
 
     if os.environ.get("SYNERGY_PROBE_SET_WORKERS") == "1" and os.environ.get("SYNERGY_CPUS"):
-        workers = max(1, math.ceil(float(os.environ["SYNERGY_CPUS"])))
         orig_loader_init = loader_cls.__init__
 
         def loader_init(self, *a, **kw):
+            workers = _workers_per_rank()
             # num_workers is DataLoader's sixth parameter after self (dataset, batch_size, shuffle,
             # sampler, batch_sampler, num_workers); workers change how batches load, not which.
             if len(a) > 5:
@@ -272,6 +346,17 @@ def _patch_dataloader(mod):
             orig_loader_init(self, *a, **kw)
 
         loader_cls.__init__ = loader_init
+
+
+def _workers_per_rank():
+    """Loader workers for each rank on this host: ceil(SYNERGY_CPUS / its ranks here), at least 1. The
+    ranks on one host share its budget: torchrun says how many there are (LOCAL_WORLD_SIZE); a job that
+    initialized torch.distributed without it (mp.spawn) runs all its ranks here."""
+    local = _env_int("LOCAL_WORLD_SIZE")
+    if local is None:
+        rank = _rank()
+        local = rank[1] if rank is not None else 1
+    return max(1, math.ceil(float(os.environ["SYNERGY_CPUS"]) / max(1, local)))
 
 
 def _patch_optimizer(mod):
@@ -292,7 +377,30 @@ def _patch_optimizer(mod):
     cls.__init__ = __init__
 
 
-_TARGETS = {"torch.utils.data.dataloader": _patch_dataloader, "torch.optim.optimizer": _patch_optimizer}
+def _patch_elastic_agent(mod):
+    """torchrun and the launchers built on torch's elastic agent: says a launcher runs here, and once its
+    rendezvous is done (every node of a multi-node job has joined), how many ranks it starts."""
+    _send({"probe": {"launcher": {"kind": "torchrun"}, "pid": os.getpid()}})
+    agent = getattr(mod, "SimpleElasticAgent", None)
+    orig = getattr(agent, "_rendezvous", None)
+    if orig is None:
+        return
+
+    def _rendezvous(self, worker_group, *a, **kw):
+        result = orig(self, worker_group, *a, **kw)
+        try:
+            _send({"probe": {"launcher": {"kind": "torchrun",
+                                          "local_ranks": len(worker_group.workers)},
+                             "pid": os.getpid()}})
+        except Exception:
+            pass
+        return result
+
+    agent._rendezvous = _rendezvous
+
+
+_TARGETS = {"torch.utils.data.dataloader": _patch_dataloader, "torch.optim.optimizer": _patch_optimizer,
+            "torch.distributed.elastic.agent.server.api": _patch_elastic_agent}
 
 
 class _Loader(importlib.abc.Loader):
