@@ -130,7 +130,10 @@ pub(super) fn render_trial(r: &TrialResult) -> String {
         );
     }
     if let Some(p) = &r.probe {
-        let _ = writeln!(o, "  probe        {}", p.describe());
+        // A spec whose ranks report by themselves has ranks but no probe.
+        if p.torch.is_some() {
+            let _ = writeln!(o, "  probe        {}", p.describe());
+        }
         if !p.ranks.is_empty() {
             let _ = writeln!(o, "  ranks        {}", p.describe_ranks());
         }

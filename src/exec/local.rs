@@ -270,6 +270,18 @@ impl LocalJob {
         }
     }
 
+    /// Kills what is left in the domain once its workload's process group is gone: the ranks a
+    /// launcher starts in sessions of their own. Each could hold the progress channel open, and its
+    /// reader, which is joined next, would wait for them.
+    fn kill_strays(&self) {
+        for pid in self.domain.pids() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+
     /// The domain's and the host's readings now, `t_s` seconds into a window.
     fn reading(&self, t_s: f64) -> Reading {
         Reading {
@@ -322,14 +334,7 @@ impl LocalJob {
         if let Some(r) = self.running.as_mut() {
             r.stop(STOP_GRACE);
         }
-        // What left the workload's process group (the ranks a launcher starts in sessions of their
-        // own) is killed too: each could hold the progress channel open, and the reader would wait.
-        for pid in self.domain.pids() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+        self.kill_strays();
         if let Some(h) = self.reader.take() {
             let _ = h.join();
         }
@@ -423,7 +428,9 @@ impl Backend for LocalBackend {
         lj.drain();
         if lj.exit.is_none() {
             if let Some(status) = lj.running.as_mut().and_then(|r| r.poll_exit()) {
-                // The pipe closed with the process: the reader ends after its last line.
+                // The channel closes with the last of its processes: the reader ends after its last
+                // line.
+                lj.kill_strays();
                 if let Some(h) = lj.reader.take() {
                     let _ = h.join();
                 }

@@ -233,9 +233,13 @@ impl RankTally {
         Some(format!("; {}", parts.join("; ")))
     }
 
-    /// The processes the probe heard from.
-    pub fn processes(&self) -> usize {
-        self.processes.len()
+    /// Whether a launcher was seen that never got past its rendezvous, and no rank spoke.
+    pub fn launcher_started_no_rank(&self) -> bool {
+        self.world == 0
+            && self
+                .launcher
+                .as_ref()
+                .is_some_and(|(_, l)| l.local_ranks.is_none())
     }
 }
 

@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.10` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.11` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,16 +12,17 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.10";
+pub const SCHEMA: &str = "synergy-profile/1.11";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
 /// each validation point's core speed and the prediction at it; 1.5: the two-list page-cache curve and
 /// the memory each core count keeps resident; 1.6: each trial's peak besides its page cache; 1.7: the
 /// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took; 1.9: the page cache's
-/// hits by part of the epoch and the loaders' queue; 1.10: the speed probe's band for a trial's shape), so
-/// an older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 11] = [
+/// hits by part of the epoch and the loaders' queue; 1.10: the speed probe's band for a trial's shape;
+/// 1.11: a distributed job's ranks, world size and launcher, a loader's sampler and threads, and trials
+/// observed on Slurm), so an older file reads as one without them.
+pub const READABLE_SCHEMAS: [&str; 12] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
@@ -32,6 +33,7 @@ pub const READABLE_SCHEMAS: [&str; 11] = [
     "synergy-profile/1.7",
     "synergy-profile/1.8",
     "synergy-profile/1.9",
+    "synergy-profile/1.10",
     SCHEMA,
 ];
 

@@ -127,6 +127,10 @@ pub struct Running {
     _tmp: tempfile::TempDir,
     started: Instant,
     status: Option<std::process::ExitStatus>,
+    /// A write end of the progress channel held while the workload runs, so that its reader sees the
+    /// end of the stream only once the workload is over: a launcher may close its inherited end
+    /// before the ranks it starts have opened the FIFO.
+    progress_writer: Option<OwnedFd>,
 }
 
 impl Running {
@@ -154,6 +158,7 @@ impl Running {
         }
         kill_group(self.child.id(), libc::SIGKILL);
         self.status = self.child.wait().ok();
+        self.progress_writer = None;
         self.status
     }
 
@@ -184,6 +189,7 @@ impl Running {
         }
         kill_group(self.child.id(), libc::SIGKILL);
         self.status = self.child.wait().ok();
+        self.progress_writer = None;
         self.status
     }
 }
@@ -279,8 +285,9 @@ const PROGRESS_FIFO: &str = "synergy-progress";
 
 /// The progress channel: a FIFO in `dir`, whose read end is returned and whose write end the child
 /// inherits as [`PROGRESS_FD`]. Every process of the workload may open the FIFO by its path too
-/// ([`env::PROGRESS_PATH`]): the read end sees end of stream only once the last writer, inherited or
-/// opened, has closed it, as with a pipe.
+/// ([`env::PROGRESS_PATH`]); the launcher keeps a write end of its own until the workload has exited
+/// ([`Running::poll_exit`], [`Running::stop`]), so the read end sees end of stream only once the
+/// workload is over and every writer has closed it.
 fn progress_fifo(dir: &Path) -> Result<(File, OwnedFd, std::path::PathBuf), WorkloadError> {
     use nix::fcntl::{open, OFlag};
     use nix::sys::stat::Mode;
@@ -411,9 +418,10 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
             format!("cannot start `{}`: {e}", argv[0]),
         ))
     })?;
+    let mut progress_writer = None;
     let progress = match (pipe, regex_stream) {
         (Some((r, w)), _) => {
-            drop::<OwnedFd>(w);
+            progress_writer = Some(w);
             Some(ProgressStream::Pipe(r))
         }
         (None, Some(Stream::Stdout)) => child
@@ -434,6 +442,7 @@ pub fn launch(cfg: &LaunchConfig) -> Result<Running, WorkloadError> {
         _tmp: tmp,
         started: Instant::now(),
         status: None,
+        progress_writer,
     })
 }
 

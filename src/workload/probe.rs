@@ -126,21 +126,23 @@ pub struct RankReport {
     pub samples_per_s: Option<f64>,
 }
 
+/// Keeps what a later line said, where it said something.
+fn take<T>(a: &mut Option<T>, b: Option<T>) {
+    if b.is_some() {
+        *a = b;
+    }
+}
+
 impl RankReport {
     /// Adds what a probe line from this rank said.
     fn merge(&mut self, line: &ProbeReport) {
-        fn take<T: Clone>(a: &mut Option<T>, b: &Option<T>) {
-            if b.is_some() {
-                a.clone_from(b);
-            }
-        }
-        take(&mut self.pid, &line.pid);
-        take(&mut self.batch_size, &line.batch_size);
-        take(&mut self.workers, &line.workers);
-        take(&mut self.sampler, &line.sampler);
-        take(&mut self.device, &line.device);
-        take(&mut self.omp_num_threads, &line.omp_num_threads);
-        take(&mut self.threads, &line.threads);
+        take(&mut self.pid, line.pid);
+        take(&mut self.batch_size, line.batch_size);
+        take(&mut self.workers, line.workers);
+        take(&mut self.sampler, line.sampler.clone());
+        take(&mut self.device, line.device.clone());
+        take(&mut self.omp_num_threads, line.omp_num_threads.clone());
+        take(&mut self.threads, line.threads);
     }
 }
 
@@ -159,11 +161,6 @@ pub struct Replay {
 impl ProbeReport {
     /// Adds what a later line said (its fields win).
     pub fn merge(&mut self, later: ProbeReport) {
-        fn take<T>(a: &mut Option<T>, b: Option<T>) {
-            if b.is_some() {
-                *a = b;
-            }
-        }
         take(&mut self.torch, later.torch);
         take(&mut self.batch_size, later.batch_size);
         take(&mut self.workers, later.workers);

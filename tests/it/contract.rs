@@ -82,6 +82,21 @@ const TABLE: &[Row] = &[
         &["g.toml", "gpus"],
     ),
     row(
+        &["measure", "ddp.toml"],
+        &[("ddp.toml", "name = 'x'\ncommand = ['true']\nlauncher = 'torchrun'\nbatch_size = 5\ngpus = 2\n")],
+        &["ddp.toml", "batch_size", "ranks"],
+    ),
+    row(
+        &["measure", "ddp.toml"],
+        &[("ddp.toml", "name = 'x'\ncommand = ['true']\nlauncher = 'mpirun'\nbatch_size = 4\n")],
+        &["ddp.toml", "launcher"],
+    ),
+    row(
+        &["profile", "{root}/workloads/pytorch-ddp-resnet18-small.toml", "--gpus", "3"],
+        NONE,
+        &["--gpus", "ranks"],
+    ),
+    row(
         &["measure", "floor.toml", "--cpus", "1", "--mem", "1MiB"],
         &[FLOOR_SPEC],
         &["--mem", "footprint", "floor.toml"],
@@ -261,6 +276,11 @@ const TABLE: &[Row] = &[
         &["run", "jobs.toml", "--gpus", "2"],
         &[("jobs.toml", "[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nprofile = '{root}/profiles/image.json'\nsamples = 10\ngpus = 0\n")],
         &["jobs.toml", "job[0].gpus"],
+    ),
+    row(
+        &["run", "jobs.toml", "--gpus", "2", "--dry-run"],
+        &[("jobs.toml", "[[job]]\nname = 'a'\nworkload = '{root}/workloads/pytorch-ddp-resnet18-small.toml'\nprofile = '{root}/profiles/pytorch-ddp-resnet18-small.json'\nsamples = 10\ngpus = 3\n")],
+        &["jobs.toml", "job[0].gpus", "batch_size"],
     ),
     row(
         &["run", "jobs.toml", "--gpus", "2"],

@@ -10,6 +10,7 @@ mod common;
 
 mod cli_errors;
 mod contract;
+mod distributed;
 mod hardening;
 mod launch;
 mod leftovers;

@@ -16,7 +16,7 @@ const STEPS: u64 = 14;
 const BATCH: u64 = 2;
 
 /// The Python interpreter with torch; fails the test (never skips it) when torch is missing.
-fn python() -> String {
+pub(crate) fn python() -> String {
     let py = std::env::var("SYNERGY_PYTHON")
         .ok()
         .filter(|p| !p.is_empty())
@@ -40,13 +40,15 @@ fn python() -> String {
 }
 
 /// A data directory of small datasets under the names the pytorch-* specs expect, made once.
-fn data_dir() -> PathBuf {
+pub(crate) fn data_dir() -> PathBuf {
     static MADE: Mutex<bool> = Mutex::new(false);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("torch-datasets");
     let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
     if !*made {
         for (kind, name, size) in [
             ("image", "image-256m", "3MiB"),
+            // Under the name the data-parallel spec expects: ten steps of 2 x 8 an epoch.
+            ("image", "image-64m", "16MiB"),
             ("audio", "audio-256m", "2MiB"),
             ("text", "text-128m", "1MiB"),
         ] {

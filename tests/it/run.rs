@@ -806,7 +806,7 @@ fn refine_observes_each_round_and_writes_sane_refined_profiles() {
     for p in &written {
         assert!(predicted(p, "1", "1") > 0.0, "{p}");
         let v: serde_json::Value = serde_json::from_str(&read(Path::new(p)).unwrap()).unwrap();
-        assert_eq!(v["schema"], "synergy-profile/1.10");
+        assert_eq!(v["schema"], "synergy-profile/1.11");
         assert!(v["refinement"]["points"]
             .as_array()
             .is_some_and(|a| !a.is_empty()));

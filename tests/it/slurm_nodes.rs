@@ -581,3 +581,72 @@ fn a_queue_under_tune_on_two_nodes_holds_what_each_round_planned() {
     );
     assert_clean(pid, r.setup.path());
 }
+
+/// A data-parallel PyTorch job of all the nodes' GPUs (workloads/pytorch-ddp-resnet18-small.toml, with
+/// its `launcher = "torchrun"`) runs as one job: one Slurm job with a launcher on each node, the first
+/// node's address its rendezvous, one rank per GPU in all; its ranks keep one state file, which holds its
+/// work once, and the run observes its throughput from that file.
+#[test]
+fn a_data_parallel_job_over_two_nodes_is_one_rendezvous_and_is_observed() {
+    let _g = serial();
+    let _ = nodes();
+    let r = NodesRun::new();
+    let all = r.names.len() as u32 * gpus_per_node();
+    let spec = format!(
+        "{}/workloads/pytorch-ddp-resnet18-small.toml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let profile = crate::common::profiles().join("pytorch-ddp-resnet18-small.json");
+    let jobs = r.setup.path().join("jobs.toml");
+    std::fs::write(
+        &jobs,
+        format!(
+            "[[job]]\nname = \"ddp\"\nworkload = \"{spec}\"\nprofile = \"{}\"\ngpus = {all}\nsamples = 640\n",
+            profile.display()
+        ),
+    )
+    .unwrap();
+    let child = r
+        .command(&jobs, &["--round", "4"])
+        .env("SYNERGY_PYTHON", crate::pytorch::python())
+        .env("SYNERGY_DATA_DIR", crate::pytorch::data_dir())
+        .env("TRAIN_IMAGE_SIZE", "32")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (report, stderr, code) = finish(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(job(&report, "ddp")["status"], "done", "{report}\n{stderr}");
+    // One job of ranks: the job's own state file holds its work once (up to a step of every rank
+    // more), and no task kept a file of its own.
+    let done = r.saved("ddp.json");
+    assert!((640..640 + 16).contains(&done), "{done}");
+    let dir = r.setup.path().join("jobs.state.json.jobs");
+    assert!(!dir.join("ddp.json.task0").exists());
+    // Each node's launcher ran its ranks; the ranks of both met (torchrun's log names both nodes).
+    let err = std::fs::read_to_string(dir.join("ddp.err")).unwrap_or_default();
+    assert!(!err.contains("ChildFailedError"), "{err}");
+    // Observed from its saved progress, as the whole job at all its GPUs, under Slurm's isolation.
+    let log = r.setup.path().join("jobs.state.observations.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let obs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        !obs.is_empty(),
+        "no observation in {}:\n{stderr}",
+        log.display()
+    );
+    for o in &obs {
+        assert_eq!(o["gpus"], all, "{o}");
+        assert_eq!(o["isolation"], "slurm", "{o}");
+        assert!(
+            o["throughput"]["samples_per_s"].as_f64().unwrap() > 0.0,
+            "{o}"
+        );
+    }
+    assert_clean(pid, r.setup.path());
+}

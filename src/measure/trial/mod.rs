@@ -123,6 +123,10 @@ pub enum TrialError {
     /// Not enough progress arrived in the allowed time.
     #[error("{0}")]
     NoEstimate(String),
+    /// A launcher started no rank of the job: its rendezvous waited for nodes that never came (a
+    /// command for several nodes run on one).
+    #[error("{0}")]
+    NoRanks(String),
     /// The longest allowed time passed with too few steps to estimate from (a slow workload).
     #[error("only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise setting `estimator.max_total_s`")]
     TooFewSteps {
@@ -143,6 +147,7 @@ impl TrialError {
             self,
             TrialError::Input(_)
                 | TrialError::OutOfMemory { .. }
+                | TrialError::NoRanks(_)
                 | TrialError::Workload(WorkloadError::Input(_))
         ) || matches!(self, TrialError::Isolate(e) if e.is_input())
     }

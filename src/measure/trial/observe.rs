@@ -259,6 +259,7 @@ pub(super) fn observe(
         }
     };
     let hint = probe_hint(req, &tally);
+    let launcher_waited = tally.ranks.launcher_started_no_rank();
     // Some rank reported: the job as a whole made no step.
     let what = if tally.ranks.is_distributed() {
         "no step of the whole job"
@@ -284,7 +285,11 @@ pub(super) fn observe(
         // No step at all: what the probe saw, or the lines that did not follow the protocol, say why
         // better than the time it waited.
         (StopReason::NoProgress | StopReason::MaxDuration, Some(hint)) => {
-            TrialError::NoEstimate(format!("{what} in {duration_s:.0} s{hint}"))
+            let message = format!("{what} in {duration_s:.0} s{hint}");
+            match launcher_waited {
+                true => TrialError::NoRanks(message),
+                false => TrialError::NoEstimate(message),
+            }
         }
         (StopReason::NoProgress | StopReason::MaxDuration, None) if steps == 0 && malformed > 0 => {
             TrialError::NoEstimate(format!(
@@ -292,6 +297,12 @@ pub(super) fn observe(
                 req.spec.origin
             ))
         }
+        (StopReason::NoProgress, None) if steps == 0 => TrialError::NoEstimate(format!(
+            "no progress from the workload in the first {:.0} s at {} cores: either it did not get through its start-up on this budget (a job of several processes, each importing its framework, starts slowly on a fraction of a core: measure it on more cores), or it reports no progress (check its `progress` settings in {})",
+            req.no_progress_timeout.as_secs_f64(),
+            req.cpus,
+            req.spec.origin
+        )),
         (StopReason::NoProgress, None) => TrialError::NoEstimate(format!(
             "no progress from the workload for {:.0} s after {steps} steps; check its `progress` settings in {}",
             req.no_progress_timeout.as_secs_f64(),

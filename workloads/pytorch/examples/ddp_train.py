@@ -88,8 +88,10 @@ def main():
             end = time.time()
             steps += 1
             if rank == 0 and i % args.print_freq == 0:
+                # Every rank's batch is as large as this one: DistributedSampler gives equal shards.
+                samples = world_size * images.size(0)
                 print(f"Epoch: [{epoch}][{i}/{len(loader)}]  Time {batch_time:.4f}  Loss {loss:.4f}  "
-                      f"Throughput {world_size * args.batch_size / batch_time:.2f} samples/s "
+                      f"Samples {samples}  Throughput {samples / batch_time:.2f} samples/s "
                       f"({world_size} ranks) at {end - start:.4f} s", flush=True)
             if steps == args.max_steps:
                 break
