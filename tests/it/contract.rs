@@ -89,7 +89,7 @@ const TABLE: &[Row] = &[
     row(
         &["measure", "ddp.toml"],
         &[("ddp.toml", "name = 'x'\ncommand = ['true']\nlauncher = 'mpirun'\nbatch_size = 4\n")],
-        &["ddp.toml", "launcher"],
+        &["ddp.toml", "line 3", "torchrun"],
     ),
     row(
         &["profile", "{root}/workloads/pytorch-ddp-resnet18-small.toml", "--gpus", "3"],

@@ -211,6 +211,8 @@ fn a_data_parallel_script_is_profiled_as_one_job_of_two_gpus() {
             "--validate",
             "1",
         ])
+        // The dataset named, so no discovery trial: the single-process test (`pytorch`) has one.
+        .args(["--dataset", data.to_str().unwrap()])
         .args(["--out", out.to_str().unwrap(), "--"])
         .args(&cmd)
         .env("SYNERGY_PROBE_SET_WORKERS", "1")
@@ -238,8 +240,7 @@ fn a_data_parallel_script_is_profiled_as_one_job_of_two_gpus() {
         .collect();
     assert_eq!(per_gpu, vec![0.5, 1.0]);
     assert!(printed.contains("(1/GPU)"), "{printed}");
-    // The one page cache the ranks share: a memory axis over the dataset, from the discovery trial's
-    // directory.
+    // The one page cache the ranks share: a memory axis over the dataset.
     assert_eq!(
         Path::new(w["dataset"]["path"].as_str().unwrap()),
         data.as_path()
@@ -386,7 +387,7 @@ fn a_job_whose_ranks_go_wrong_says_which_and_leaves_nothing() {
     );
     assert_fails_cleanly(
         &waiting,
-        15,
+        10,
         2,
         &["the launcher (torchrun, pid", "started no rank", "--nnodes"],
     );
@@ -397,7 +398,7 @@ fn a_job_whose_ranks_go_wrong_says_which_and_leaves_nothing() {
     );
     assert_fails_cleanly(
         &silent,
-        15,
+        10,
         1,
         &[
             "no step of the whole job",
