@@ -331,6 +331,21 @@ pub fn have_cgroups() -> bool {
 }
 
 /// A JSON file's contents (a profile, a state file, a log); panics, naming the file, when it cannot be read.
+/// What synergy left in `dir`, the `TMPDIR` it ran with: a probe's directory, a workload's own temporary
+/// directory, or what loader workers' multiprocessing put there.
+pub fn temporaries_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            ["synergy-probe-", "synergy-tmp-", "pymp-"]
+                .iter()
+                .any(|p| n.starts_with(p))
+        })
+        .collect()
+}
+
 pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -8,7 +8,7 @@
 use crate::common;
 use crate::pytorch::{data_dir, python};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 fn example(name: &str) -> String {
@@ -333,11 +333,13 @@ fn a_data_parallel_job_runs_as_one_distributed_job_and_is_observed_as_one() {
 /// exit code `code` and a message holding each of `says`, and that nothing of it is left.
 fn assert_fails_cleanly(command: &[String], seconds: u32, code: i32, says: &[&str]) {
     let marker = faults_script();
+    let tmp = tempfile::tempdir().unwrap();
     let _serial = common::serial();
     let o = common::synergy()
         .args(["measure", "--probe", "pytorch", "--cpus", "2"])
         .args(["--max-seconds", &seconds.to_string(), "--"])
         .args(command)
+        .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -348,19 +350,8 @@ fn assert_fails_cleanly(command: &[String], seconds: u32, code: i32, says: &[&st
     }
     let left = common::processes_with(&marker);
     assert!(left.is_empty(), "processes left: {left:?}");
-    let tmp: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                (n.starts_with("synergy-tmp-") || n.starts_with("synergy-probe-"))
-                    && n.contains(&format!("-{}-", std::process::id()))
-            })
-        })
-        .collect();
-    assert!(tmp.is_empty(), "temporary directories left: {tmp:?}");
+    let left = common::temporaries_in(tmp.path());
+    assert!(left.is_empty(), "temporary directories left: {left:?}");
 }
 
 #[test]
@@ -410,6 +401,53 @@ fn a_job_whose_ranks_go_wrong_says_which_and_leaves_nothing() {
     // Rank 1 raises: torchrun ends the job, and its report of the failed rank is in the message.
     let crash = torchrun(2, &[faults.as_str(), "--fault", "crash-rank"]);
     assert_fails_cleanly(&crash, 60, 1, &["the workload exited", "rank      : 1"]);
+}
+
+/// `torch.multiprocessing.spawn` sets no rank in the environment and starts fresh interpreters with no
+/// inherited descriptor: each rank is known from its process group and reports through the FIFO.
+#[test]
+fn a_job_started_by_mp_spawn_is_counted_rank_by_rank() {
+    let _host = common::shared();
+    let script = format!(
+        "{}/tests/data/pytorch/spawn_train.py",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let _serial = common::serial();
+    let trial = common::run_json(&[
+        "measure",
+        "--probe",
+        "pytorch",
+        "--cpus",
+        "2",
+        "--max-seconds",
+        "15",
+        "--json",
+        "--",
+        &python(),
+        &script,
+        "100",
+    ]);
+    let probe = &trial["probe"];
+    assert_eq!(probe["world_size"], 2, "{probe}");
+    assert_eq!(probe["sampler"], "DistributedSampler", "{probe}");
+    let ranks = ranks_of(&trial);
+    assert_eq!(ranks.len(), 2, "{probe}");
+    // Each rank's batches are counted once, and the job's step holds both ranks' samples.
+    let per_rank: u64 = ranks
+        .iter()
+        .map(|r| r["steps"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    let steps = trial["steps"].as_u64().unwrap();
+    assert!(
+        steps > 20 && steps <= per_rank,
+        "{steps} job steps, {per_rank} per rank"
+    );
+    assert_eq!(
+        trial["samples"].as_f64().unwrap(),
+        16.0 * steps as f64,
+        "{trial}"
+    );
 }
 
 /// The probe's own channel, as a rank opens it: the FIFO named by `SYNERGY_PROGRESS_PATH` reaches the

@@ -292,16 +292,7 @@ fn the_probe_counts_an_unmodified_script() {
     assert_eq!(own["workers"], 2);
     // The probe's temporary directory is gone, and so is the script's own TMPDIR with what its loader
     // workers' multiprocessing put there.
-    let left: Vec<_> = std::fs::read_dir(probe_tmp.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            ["synergy-probe-", "synergy-tmp-", "pymp-"]
-                .iter()
-                .any(|p| n.starts_with(p))
-        })
-        .collect();
+    let left = common::temporaries_in(probe_tmp.path());
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
