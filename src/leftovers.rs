@@ -10,7 +10,7 @@
 //! directories are never touched, even when empty.
 
 use crate::fsutil::process_alive;
-use crate::isolate::cgroup::{child_cgroup_names, CgroupBackend};
+use crate::isolate::cgroup::{child_cgroup_names, release_root_home, CgroupBackend};
 use crate::isolate::Domain as _;
 use crate::workload::launch::WORKLOAD_TMP_PREFIX;
 use crate::workload::probe::PROBE_DIR_PREFIX;
@@ -95,12 +95,13 @@ fn reap_cgroups() -> Vec<Leftover> {
         })
         .collect();
     if names.is_empty() {
+        release_root_home();
         return Vec::new();
     }
     let Ok(backend) = CgroupBackend::detect() else {
         return Vec::new();
     };
-    names
+    let found = names
         .into_iter()
         .map(|(name, owner_pid)| {
             // Destroying freezes, kills and thaws what is left inside, then removes every hierarchy's
@@ -117,7 +118,11 @@ fn reap_cgroups() -> Vec<Leftover> {
                 error,
             }
         })
-        .collect()
+        .collect();
+    // On cgroup v2, synergy's own cgroup under the root goes too once no run uses it, with the
+    // controllers the dead run switched on at the root.
+    release_root_home();
+    found
 }
 
 fn reap_temp_dirs(tmp: &Path) -> Vec<Leftover> {
@@ -232,7 +237,7 @@ mod tests {
     fn a_dead_processs_cgroup_goes_with_its_task_and_a_live_ones_stays() {
         use crate::isolate::Budget;
         use crate::units::Cores;
-        let Ok(backend) = CgroupBackend::detect() else {
+        let Some(backend) = crate::isolate::cgroup::test_backend() else {
             return;
         };
         let budget = Budget {

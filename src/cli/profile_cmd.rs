@@ -187,7 +187,23 @@ pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
     check_positive("--mem", args.mem)?;
     let v = crate::profile::file::predict(&p, args.cpus, args.mem);
     if args.json {
-        out!("{}", render::json(&v)?)?;
+        /// The prediction, and what the profile's trials were isolated by.
+        #[derive(serde::Serialize)]
+        struct Answer<'a> {
+            #[serde(flatten)]
+            prediction: &'a crate::profile::file::ProfilePrediction,
+            isolation: Option<&'a str>,
+            limits_enforced: Option<crate::isolate::Limits>,
+        }
+        let host = p.host.as_ref();
+        out!(
+            "{}",
+            render::json(&Answer {
+                prediction: &v,
+                isolation: host.map(|h| h.isolation.as_str()),
+                limits_enforced: host.and_then(|h| h.limits_enforced),
+            })?
+        )?;
     } else {
         out!("{}", render::render_prediction(&p, args.cpus, args.mem, &v))?;
     }

@@ -479,7 +479,7 @@ pub(super) fn render_prediction(
     v: &crate::profile::file::ProfilePrediction,
 ) -> String {
     format!(
-        "{} at {} cores, {} GiB: {}{:.2}x proportional{}\n",
+        "{} at {} cores, {} GiB: {}{:.2}x proportional{}\n{}",
         p.workload.name,
         cpus,
         mem_gib,
@@ -489,6 +489,13 @@ pub(super) fn render_prediction(
         v.normalized,
         v.limited_by
             .map(|s| format!(", limited by {s}"))
+            .unwrap_or_default(),
+        p.host
+            .as_ref()
+            .map(|h| format!(
+                "  profiled under {}\n",
+                crate::profile::file::isolation_said(h)
+            ))
             .unwrap_or_default()
     )
 }

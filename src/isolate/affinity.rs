@@ -35,11 +35,11 @@ impl Default for AffinityBackend {
 
 fn check_limits(budget: &Budget) -> Result<(), IsolateError> {
     if budget.mem_limit.is_some() || budget.read_limit.is_some() {
-        return Err(IsolateError::Budget(
-            "this budget needs cgroups: the affinity fallback cannot bound page cache / storage bandwidth \
-             (drop the memory and storage limits, or run with cgroups as root)"
-                .into(),
-        ));
+        return Err(IsolateError::Budget(format!(
+            "this budget needs cgroups: affinity isolation cannot bound page cache or storage \
+                 bandwidth; drop the memory and storage limits, or {}",
+            cgroup::way_to_delegate()
+        )));
     }
     Ok(())
 }
@@ -47,6 +47,9 @@ fn check_limits(budget: &Budget) -> Result<(), IsolateError> {
 impl Isolation for AffinityBackend {
     fn kind(&self) -> IsolationKind {
         IsolationKind::Affinity
+    }
+    fn enforces(&self) -> Limits {
+        Limits::default()
     }
     fn create(&self, _name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError> {
         check_limits(budget)?;

@@ -42,6 +42,60 @@ impl std::fmt::Display for IsolationKind {
     }
 }
 
+/// Which kinds of limit a backend enforces (or a plan needs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Part of a core (a CFS quota); without it a fractional budget gets whole cores.
+    pub fractional_cores: bool,
+    /// A memory limit that bounds the page cache.
+    pub memory: bool,
+    /// A storage read-bandwidth limit.
+    pub storage: bool,
+}
+
+impl Limits {
+    /// What `needed` asks that `self` does not enforce, in words.
+    pub fn missing(&self, needed: &Limits) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if needed.fractional_cores && !self.fractional_cores {
+            m.push("fractional cores");
+        }
+        if needed.memory && !self.memory {
+            m.push("a memory limit");
+        }
+        if needed.storage && !self.storage {
+            m.push("a storage limit");
+        }
+        m
+    }
+
+    /// What a budget needs.
+    pub fn of_budget(budget: &Budget) -> Limits {
+        Limits {
+            fractional_cores: budget.cpus.0.fract() != 0.0,
+            memory: budget.mem_limit.is_some(),
+            storage: budget.read_limit.is_some(),
+        }
+    }
+}
+
+impl std::fmt::Display for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut on = vec!["whole cores"];
+        if self.fractional_cores {
+            on.push("fractional cores");
+        }
+        if self.memory {
+            on.push("memory");
+        }
+        if self.storage {
+            on.push("storage");
+        }
+        f.write_str(&on.join(", "))
+    }
+}
+
 /// A block device, as `major:minor`, that a storage limit applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockDevice {
@@ -88,6 +142,9 @@ pub struct DomainStats {
     /// CFS periods in which a cgroup above the domain was throttled (a CPU quota on synergy itself or on
     /// whatever runs it): the domain then gets less than its grant whatever its own quota says.
     pub enclosing_throttled_periods: Option<u64>,
+    /// The domain's own pressure stall totals (`some`), microseconds: CPU, I/O and memory, where the
+    /// backend keeps them per domain (cgroup v2's `*.pressure` files).
+    pub pressure_us: Option<[u64; 3]>,
 }
 
 /// What the launcher does in a forked child before `exec`, so that no instruction of the workload runs
@@ -156,6 +213,10 @@ pub enum IsolateError {
     /// The budget asks for something the backend or host cannot give.
     #[error("{0}")]
     Budget(String),
+    /// The backend detection found cannot enforce what the trial or plan needs: refused before it
+    /// starts rather than measured under a weaker limit (or stopped at its first limited trial).
+    #[error("{0}")]
+    Downgrade(Box<Downgrade>),
     /// A cgroup or system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -175,6 +236,27 @@ pub enum IsolateError {
     },
 }
 
+/// Limits a request needs that the detected backend cannot enforce ([`IsolateError::Downgrade`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{needs} needs {}, which {backend} isolation cannot enforce here ({why}); {way}, or {accept}",
+    missing.join(" and ")
+)]
+pub struct Downgrade {
+    /// What needs it ("this trial", "this profile's plan").
+    pub needs: String,
+    /// The backend detected.
+    pub backend: IsolationKind,
+    /// Why detection chose it.
+    pub why: String,
+    /// The limits it lacks.
+    pub missing: Vec<&'static str>,
+    /// The command that would give synergy a backend that can.
+    pub way: String,
+    /// The other way out: ask for the weaker backend by name, or drop the limits.
+    pub accept: String,
+}
+
 /// The host's memory, bytes, from `/proc/meminfo` (0 when it cannot be read).
 pub fn host_memory_bytes() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
@@ -192,6 +274,8 @@ pub fn host_memory_bytes() -> u64 {
 pub trait Isolation: Send + Sync {
     /// Which backend this is.
     fn kind(&self) -> IsolationKind;
+    /// The limits its domains enforce on this host.
+    fn enforces(&self) -> Limits;
     /// Creates a domain named `name` (unique per process) enforcing `budget`.
     fn create(&self, name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError>;
     /// Opens the domain `name` that this kind of backend made earlier, possibly in another process (a
@@ -271,6 +355,47 @@ pub fn detect(
     }
 }
 
+/// Refuses `needed` where the backend cannot enforce it and was detected rather than asked for by name
+/// (docs/architecture.md §7: a downgrade is said before the first trial, not found at a limited trial).
+/// Asked for by name, a backend that rounds a fractional budget up to whole cores is taken at its word;
+/// limits it cannot enforce at all stay refused, by the domain.
+pub fn require(
+    backend: &dyn Isolation,
+    why: &str,
+    requested: Option<IsolationKind>,
+    needed: &Limits,
+    needs: &str,
+) -> Result<(), IsolateError> {
+    let missing = backend.enforces().missing(needed);
+    if missing.is_empty() || requested == Some(backend.kind()) {
+        return Ok(());
+    }
+    let accept = if backend
+        .enforces()
+        .missing(&Limits {
+            fractional_cores: false,
+            ..*needed
+        })
+        .is_empty()
+    {
+        format!(
+            "pass {} {} to take whole cores for it",
+            crate::error::Setting("isolation"),
+            backend.kind()
+        )
+    } else {
+        "drop those limits from the request".to_string()
+    };
+    Err(IsolateError::Downgrade(Box::new(Downgrade {
+        needs: needs.to_string(),
+        backend: backend.kind(),
+        why: why.to_string(),
+        missing,
+        way: cgroup::way_to_delegate(),
+        accept,
+    })))
+}
+
 /// What to use on this host in place of the unavailable backend `kind`: the other cgroup version where it
 /// works, and detection, which falls back to affinity.
 fn instead_of(kind: IsolationKind) -> String {
@@ -295,7 +420,10 @@ fn instead_of(kind: IsolationKind) -> String {
 impl IsolateError {
     /// Whether the user fixes this by changing their input (a budget, the backend they asked for).
     pub fn is_input(&self) -> bool {
-        matches!(self, IsolateError::Budget(_) | IsolateError::NotHere { .. })
+        matches!(
+            self,
+            IsolateError::Budget(_) | IsolateError::NotHere { .. } | IsolateError::Downgrade(_)
+        )
     }
 }
 

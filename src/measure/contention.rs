@@ -123,6 +123,10 @@ pub struct Disturbance {
     pub enclosing_throttled_periods: Option<u64>,
     /// The host's pressure over the window.
     pub host_pressure: Option<Pressure>,
+    /// The domain's own pressure over the window (cgroup v2): CPU, I/O and memory stalls of its tasks
+    /// alone, which a memory or storage limit causes and another tenant does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain_pressure: Option<Pressure>,
     /// The speed probe on the domain's first core: its mean over the window, operations per
     /// CPU-second of the calibration kernel ([`crate::measure::hostspeed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,17 +186,20 @@ pub fn assess(
     };
     let throttled = delta(|s| s.throttled_periods);
     let enclosing = delta(|s| s.enclosing_throttled_periods);
-    let host_pressure = match (a.host.pressure_us, b.host.pressure_us) {
-        (Some(x), Some(y)) => {
-            let f = |i: usize| (y[i].saturating_sub(x[i]) as f64 / 1e6 / dt).clamp(0.0, 1.0);
-            Some(Pressure {
-                cpu: f(0),
-                io: f(1),
-                memory: f(2),
-            })
-        }
-        _ => None,
+    let pressure = |x: Option<[u64; 3]>, y: Option<[u64; 3]>| {
+        let (x, y) = (x?, y?);
+        let f = |i: usize| (y[i].saturating_sub(x[i]) as f64 / 1e6 / dt).clamp(0.0, 1.0);
+        Some(Pressure {
+            cpu: f(0),
+            io: f(1),
+            memory: f(2),
+        })
     };
+    let host_pressure = pressure(a.host.pressure_us, b.host.pressure_us);
+    let domain_pressure = pressure(a.domain.pressure_us, b.domain.pressure_us);
+    // Where its threads' run delay cannot be read, the domain's own CPU pressure (cgroup v2) bounds
+    // it from below: some thread waited for that fraction of the window.
+    let waited = waited.or(domain_pressure.map(|p| p.cpu));
 
     let shortfall = granted_cores - got;
     let lacked = shortfall > (SHORTFALL_FRACTION * granted_cores).max(0.05);
@@ -241,6 +248,12 @@ pub fn assess(
         if let Some(w) = waited {
             why.push_str(&format!("; its threads waited to run {w:.2} cores' worth"));
         }
+        if let Some(p) = domain_pressure.filter(|p| p.cpu > 0.0) {
+            why.push_str(&format!(
+                " (its cgroup's CPU pressure: some thread waited {:.0}% of the time)",
+                100.0 * p.cpu
+            ));
+        }
         why
     });
     Disturbance {
@@ -254,6 +267,7 @@ pub fn assess(
         throttled_periods: throttled,
         enclosing_throttled_periods: enclosing,
         host_pressure,
+        domain_pressure,
         core_ops_per_cpu_s: core_speed,
         core_best_ops_per_cpu_s: core_best,
         window_s: dt,

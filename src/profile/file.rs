@@ -1,4 +1,4 @@
-//! The profile file, schema `synergy-profile/1.11` (docs/architecture.md §3.4, docs/profile-format.md):
+//! The profile file, schema `synergy-profile/1.12` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
 //! [`super::predict`], re-exported here.
@@ -12,7 +12,7 @@ use std::path::Path;
 pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
-pub const SCHEMA: &str = "synergy-profile/1.11";
+pub const SCHEMA: &str = "synergy-profile/1.12";
 /// Every schema this build reads: each minor version only adds fields (1.1: the miss cost, the calibrated
 /// hit curve, disturbed trials; 1.2: what a probe saw, how G was separated, a memory axis that does not
 /// apply; 1.3: trials observed in real runs, where each matrix cell comes from, the refinement; 1.4:
@@ -21,8 +21,9 @@ pub const SCHEMA: &str = "synergy-profile/1.11";
 /// core speed the CPU stage is at; 1.8: the seconds a trial's discarded runs took; 1.9: the page cache's
 /// hits by part of the epoch and the loaders' queue; 1.10: the speed probe's band for a trial's shape;
 /// 1.11: a distributed job's ranks, world size and launcher, a loader's sampler and threads, and trials
-/// observed on Slurm), so an older file reads as one without them.
-pub const READABLE_SCHEMAS: [&str; 12] = [
+/// observed on Slurm; 1.12: the limits the isolation backend enforced), so an older file reads as one
+/// without them.
+pub const READABLE_SCHEMAS: [&str; 13] = [
     "synergy-profile/1",
     "synergy-profile/1.1",
     "synergy-profile/1.2",
@@ -34,6 +35,7 @@ pub const READABLE_SCHEMAS: [&str; 12] = [
     "synergy-profile/1.8",
     "synergy-profile/1.9",
     "synergy-profile/1.10",
+    "synergy-profile/1.11",
     SCHEMA,
 ];
 
@@ -150,6 +152,10 @@ pub struct HostInfo {
     pub kernel: String,
     /// Isolation backend the trials used.
     pub isolation: String,
+    /// The limits that backend enforced (absent before 1.12): where it could not enforce part of a
+    /// core, a fractional allocation ran on whole cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_enforced: Option<crate::isolate::Limits>,
     /// Storage read limit imposed during the profile, bytes per second.
     #[serde(default)]
     pub storage_limit_bytes_per_s: Option<f64>,
@@ -160,6 +166,15 @@ pub struct HostInfo {
     /// speed drifted mixes two machines (absent before 1.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_speed: Option<SpeedCheck>,
+}
+
+/// The backend a profile's trials ran under and the limits it enforced, in words (for `predict` and the
+/// charts): `cgroup-v1 (enforced: whole cores, fractional cores, memory, storage)`.
+pub fn isolation_said(h: &HostInfo) -> String {
+    match &h.limits_enforced {
+        Some(l) => format!("{} (enforced: {l})", h.isolation),
+        None => format!("{} (limits enforced not recorded)", h.isolation),
+    }
 }
 
 /// The host's CPU speed before and after a profile.

@@ -832,6 +832,7 @@ mod tests {
             throttled_periods: None,
             enclosing_throttled_periods: None,
             host_pressure: None,
+            domain_pressure: None,
             core_ops_per_cpu_s: None,
             core_best_ops_per_cpu_s: None,
             window_s: 10.0,

@@ -169,10 +169,10 @@ fn a_data_parallel_script_is_measured_as_one_job_and_agrees_with_its_own_log() {
             trial["disturbance"]["reason"]
         );
         if trial["disturbance"]["disturbed"] == true {
-            eprintln!(
+            common::skip(&format!(
                 "throughputs not compared: the trial was disturbed ({})",
                 trial["disturbance"]["reason"]
-            );
+            ));
             continue;
         }
         assert!(

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod cgroup_v2;
 mod cli_errors;
 mod contract;
 mod distributed;

@@ -54,7 +54,7 @@ fn a_profile_round_trips_through_predict() {
     let o = run(&profile_args(&spec, &out_s));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(p["schema"], "synergy-profile/1.11");
+    assert_eq!(p["schema"], "synergy-profile/1.12");
     assert!(out.with_extension("csv").exists());
     assert!(
         !out.with_extension("trials.jsonl").exists(),

@@ -469,11 +469,11 @@ fn an_unmodified_script_is_profiled_completely() {
         .filter(|w| w.contains("stayed disturbed"))
         .collect();
     if !stayed.is_empty() {
-        eprintln!(
-            "skipped the throughput checks: {} trial(s) stayed disturbed by other work on the host: {}",
+        common::skip(&format!(
+            "the throughput checks: {} trial(s) stayed disturbed by other work on the host: {}",
             stayed.len(),
             stayed.join("; ")
-        );
+        ));
         return;
     }
     // G from the probe's replay: loading drops out, so it is at least the 2-core cached throughput.

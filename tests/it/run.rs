@@ -557,7 +557,7 @@ fn a_run_holds_its_cores_in_the_ledger_and_a_measure_needing_them_is_refused_nam
     }
     let _g = serial();
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        eprintln!("skipped: needs two cores");
+        common::skip("needs two cores");
         return;
     }
     let s = Setup::new();
@@ -716,7 +716,9 @@ fn refine_gives_more_cores_to_a_job_its_profile_starved() {
         .take_while(|o| o["cpus"].as_f64().unwrap() <= 0.26)
         .collect();
     if quarter.iter().all(|o| o["disturbed"] == true) {
-        eprintln!("skipped: every observation at a quarter of a core was disturbed by other work on the host");
+        common::skip(
+            "every observation at a quarter of a core was disturbed by other work on the host",
+        );
         return;
     }
     let later = mine
@@ -806,7 +808,7 @@ fn refine_observes_each_round_and_writes_sane_refined_profiles() {
     for p in &written {
         assert!(predicted(p, "1", "1") > 0.0, "{p}");
         let v: serde_json::Value = serde_json::from_str(&read(Path::new(p)).unwrap()).unwrap();
-        assert_eq!(v["schema"], "synergy-profile/1.11");
+        assert_eq!(v["schema"], "synergy-profile/1.12");
         assert!(v["refinement"]["points"]
             .as_array()
             .is_some_and(|a| !a.is_empty()));

@@ -4,10 +4,10 @@
 use super::domain::CgroupDomain;
 use super::stale::cleanup_stale;
 use super::v1::v1_parent_dir;
-use super::v2::subtree_controllers;
+use super::v2::{subtree_controllers, ROOT_HOME};
 use super::{cg_err, unavailable, V2_ROOT};
 use crate::isolate::cpus;
-use crate::isolate::{Budget, Domain, IsolateError, Isolation, IsolationKind};
+use crate::isolate::{Budget, Domain, IsolateError, Isolation, IsolationKind, Limits};
 use cgroups_rs::fs::blkio::BlkIoController;
 use cgroups_rs::fs::cpuset::CpuSetController;
 use cgroups_rs::fs::hierarchies::{V1, V2};
@@ -22,10 +22,13 @@ use std::sync::Mutex;
 pub(super) enum Parent {
     /// Per v1 controller name, the path of our cgroup relative to that hierarchy's mount.
     V1 { relative: HashMap<String, String> },
-    /// Our cgroup relative to [`V2_ROOT`] (no leading `/`), and the controllers it may hand down.
+    /// The cgroup domains go under, relative to [`V2_ROOT`] (no leading `/`), the controllers it may
+    /// hand down, and where this process sat when that is another cgroup (synergy's own cgroup under the
+    /// hierarchy's root, taken when ours is shared).
     V2 {
         relative: String,
         controllers: Vec<String>,
+        origin: Option<String>,
     },
 }
 
@@ -218,7 +221,11 @@ impl CgroupBackend {
                 "`{name}` is not a valid cgroup name"
             )));
         }
-        let cg = self.handle(name);
+        let mut cg = self.handle(name);
+        if !cg.exists() && self.kind == IsolationKind::CgroupV2 {
+            // A run started in a shared cgroup made it under synergy's own cgroup at the root.
+            cg = Cgroup::load(Box::new(V2::new()), format!("{ROOT_HOME}/{name}"));
+        }
         if !cg.exists() {
             return Ok(None);
         }
@@ -238,6 +245,20 @@ impl CgroupBackend {
 impl Isolation for CgroupBackend {
     fn kind(&self) -> IsolationKind {
         self.kind
+    }
+    fn enforces(&self) -> Limits {
+        let storage = match &self.parent {
+            Parent::V2 { controllers, .. } => controllers.iter().any(|c| c == "io"),
+            Parent::V1 { .. } => self
+                .handle("probe")
+                .controller_of::<BlkIoController>()
+                .is_some(),
+        };
+        Limits {
+            fractional_cores: true,
+            memory: true,
+            storage,
+        }
     }
     fn create(&self, name: &str, budget: &Budget) -> Result<Box<dyn Domain>, IsolateError> {
         Ok(Box::new(self.create_domain(name, budget)?))

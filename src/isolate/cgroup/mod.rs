@@ -11,12 +11,14 @@
 //! crashed run left behind.
 //!
 //! Where each part lives: `backend` finds the cgroups this process sits in and creates or reopens domains
-//! under them, with the checks and set-up particular to one hierarchy in `v1` and `v2`; `domain` is one
+//! under them, with the checks and set-up particular to one hierarchy in `v1` and `v2` (and, on v2, a
+//! cgroup of synergy's own where the one it started in is shared: `delegate` asks systemd for one); `domain` is one
 //! workload's cgroup (limits, resize, freeze, kill, remove), `stats` reads its counters, `stale` holds
 //! [`cleanup_stale`], and `device` names the disk a read limit applies to. Every cgroup goes on
 //! success, error and interruption (docs/architecture.md §7).
 
 mod backend;
+mod delegate;
 mod device;
 mod domain;
 mod stale;
@@ -30,6 +32,9 @@ pub use backend::CgroupBackend;
 pub use device::block_device_of;
 pub use domain::CgroupDomain;
 pub use stale::{child_cgroup_names, cleanup_stale};
+#[cfg(test)]
+pub(crate) use tests::backend as test_backend;
+pub(crate) use v2::{release_root_home, way_to_delegate};
 
 use super::{IsolateError, IsolationKind};
 use std::fs;

@@ -3,7 +3,7 @@
 
 use super::domain::remove_cgroup_dir;
 use super::v1::{v1_parent_dir, v1_relative_paths};
-use super::v2::own_v2_path;
+use super::v2::{own_v2_path, ROOT_HOME};
 use super::V2_ROOT;
 use cgroups_rs::fs::hierarchies::{self, V1};
 use cgroups_rs::fs::Hierarchy;
@@ -72,7 +72,7 @@ fn child_cgroups() -> Vec<(String, PathBuf)> {
     found
 }
 
-/// The directories our domains are made in.
+/// The directories our domains are made in (and those of other runs, live or dead).
 fn parent_dirs() -> Vec<PathBuf> {
     let mut parents: Vec<PathBuf> = Vec::new();
     if hierarchies::is_cgroup2_unified_mode() {
@@ -88,6 +88,11 @@ fn parent_dirs() -> Vec<PathBuf> {
                 }
             }
             parents.push(dir);
+        }
+        // Synergy's own cgroup under the root, where runs started in a shared cgroup make domains.
+        let home = Path::new(V2_ROOT).join(ROOT_HOME);
+        if home.is_dir() && !parents.contains(&home) {
+            parents.push(home);
         }
     } else {
         let v1 = V1::new();

@@ -32,6 +32,33 @@ fn enclosing_throttled(dir: &Path) -> Option<u64> {
     sum
 }
 
+/// The `some` total of a v2 `*.pressure` file (`some avg10=0.00 avg60=0.00 avg300=0.00 total=N`),
+/// microseconds.
+fn some_total(text: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with("some "))?
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+/// The cgroup's own CPU, I/O and memory pressure totals, microseconds; `None` where the kernel keeps
+/// none (no PSI, or `cgroup.pressure` switched off).
+fn pressure_totals(dir: &Path) -> Option<[u64; 3]> {
+    let read = |f: &str| {
+        fs::read_to_string(dir.join(f))
+            .ok()
+            .as_deref()
+            .and_then(some_total)
+    };
+    Some([
+        read("cpu.pressure")?,
+        read("io.pressure")?,
+        read("memory.pressure")?,
+    ])
+}
+
 /// Bytes read over every device in v1 `blkio.throttle.io_service_bytes`: lines are `MAJ:MIN Read N`,
 /// `MAJ:MIN Write N`, ..., and a final `Total N` over every operation (which must not be counted).
 fn v1_read_bytes(text: &str) -> u64 {
@@ -79,6 +106,7 @@ impl CgroupDomain {
                 s.throttled_s = keyed(t, "throttled_usec").map(|us| us as f64 / 1e6);
             }
             s.enclosing_throttled_periods = enclosing_throttled(dir);
+            s.pressure_us = pressure_totals(dir);
         } else {
             s.cpu_seconds = self
                 .dir_of::<cgroups_rs::fs::cpuacct::CpuAcctController>()
@@ -128,5 +156,8 @@ mod tests {
         let mem = "anon 10\nfile 300\nfile_mapped 7\n";
         assert_eq!(keyed(mem, "file"), Some(300));
         assert_eq!(keyed(mem, "total_cache"), None);
+        let psi = "some avg10=1.50 avg60=0.20 avg300=0.00 total=123456\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=99\n";
+        assert_eq!(some_total(psi), Some(123456));
+        assert_eq!(some_total("full avg10=0.00 total=5\n"), None);
     }
 }

@@ -237,6 +237,13 @@ pub fn run_trial(
         read_limit,
         count_reads_on,
     };
+    isolate::require(
+        &*backend,
+        &why,
+        req.isolation,
+        &isolate::Limits::of_budget(&budget),
+        "this trial",
+    )?;
     // Cores come from the host-wide ledger, so two synergy processes never pin the same ones. The lease is
     // declared before the domain, so it is released after the domain is destroyed.
     let lease = match &budget.cpu_list {

@@ -47,8 +47,12 @@ impl CpuChart {
             root,
             &format!("{}: throughput against CPU cores", self.names[0]),
             &format!(
-                "lines: predicted at each memory allocation; filled markers: measured ({})",
-                p.source
+                "lines: predicted at each memory allocation; filled markers: measured ({}{})",
+                p.source,
+                p.host
+                    .as_ref()
+                    .map(|h| format!(" under {}", crate::profile::file::isolation_said(h)))
+                    .unwrap_or_default()
             ),
         )?;
         let (_, h) = area.dim_in_pixel();

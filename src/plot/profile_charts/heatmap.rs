@@ -18,10 +18,27 @@ impl HeatmapChart {
         } else {
             "Sensitivity matrices".to_string()
         };
+        let under = match self.inputs.as_slice() {
+            [one] => one
+                .profile
+                .host
+                .as_ref()
+                .map(|h| {
+                    format!(
+                        "; measured under {}",
+                        crate::profile::file::isolation_said(h)
+                    )
+                })
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
         let area = titled(
             root,
             &title,
-            "throughput relative to the GPU-proportional allocation (1.0) at each CPU and memory allocation",
+            &format!(
+                "throughput relative to the GPU-proportional allocation (1.0) at each CPU and memory \
+                 allocation{under}"
+            ),
         )?;
         let all: Vec<f64> = self
             .inputs

@@ -88,6 +88,7 @@ pub(super) fn host_info(
     storage_seen: Option<f64>,
     host_mem: u64,
     speed: SpeedCheck,
+    limits_enforced: Option<crate::isolate::Limits>,
 ) -> HostInfo {
     HostInfo {
         hostname: nix::unistd::gethostname()
@@ -101,6 +102,7 @@ pub(super) fn host_info(
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
         isolation: first.isolation.backend.to_string(),
+        limits_enforced,
         storage_limit_bytes_per_s: req.storage_limit.map(|b| b.0),
         storage_read_bytes_per_s: storage_seen,
         cpu_speed: Some(speed),

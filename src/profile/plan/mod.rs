@@ -54,7 +54,7 @@ use super::file::{FittedModel, Profile, ProfileError, ServerShape, SCHEMA};
 use super::matrix;
 use crate::cancel::Cancel;
 use crate::error::InputError;
-use crate::isolate::IsolationKind;
+use crate::isolate::{self, IsolationKind, Limits};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
 use crate::stall::HitModel;
 use crate::units::{BytesPerSec, Cores, GIB};
@@ -223,6 +223,10 @@ pub fn run_profile(
         Some(_) => measure::trial::prepare_dataset(&req.spec, bar, cancel)?.map(|(dir, ..)| dir),
         None => None,
     };
+    let enforced = match recorded {
+        Some(r) => r.host.limits_enforced,
+        None => Some(check_isolation(req, &cpu_axis)?),
+    };
     let mut run = Runner::open(req, journal_path.clone(), Cores(c_max), bar, cancel)?;
     bar.set_length(planned_trials(req, &cpu_axis));
 
@@ -303,7 +307,15 @@ pub fn run_profile(
         ),
         host: Some(match recorded {
             Some(r) => r.host.clone(),
-            None => host_info(req, plan.host_cores, first, storage_seen, host_mem, speed),
+            None => host_info(
+                req,
+                plan.host_cores,
+                first,
+                storage_seen,
+                host_mem,
+                speed,
+                enforced,
+            ),
         }),
         created: recorded.map_or_else(|| Some(now_rfc3339()), |r| r.created.clone()),
         trials,
@@ -430,6 +442,28 @@ fn planned_trials(req: &ProfileRequest, cpu_axis: &[f64]) -> u64 {
         + CALIBRATION_FRACTIONS.len()
         + req.validate
         + if req.exhaustive { n_grid } else { 0 }) as u64
+}
+
+/// The limits the plan's trials need, refused before the first trial where the backend detection finds
+/// cannot enforce them (docs/architecture.md §7); what the backend enforces, for the file.
+fn check_isolation(req: &ProfileRequest, cpu_axis: &[f64]) -> Result<Limits, TrialError> {
+    let (backend, why) = isolate::detect(req.isolation)?;
+    let needed = Limits {
+        fractional_cores: cpu_axis.iter().any(|c| c.fract() != 0.0),
+        // A page-cache workload's memory axis comes from memory-limited trials (the calibration, the
+        // held-out points); one with no dataset has no memory axis.
+        memory: req.spec.cache == CacheKind::PageCache
+            && (req.spec.dataset.is_some() || req.spec.probe.is_some()),
+        storage: req.storage_limit.is_some(),
+    };
+    isolate::require(
+        &*backend,
+        &why,
+        req.isolation,
+        &needed,
+        "this profile's plan",
+    )?;
+    Ok(backend.enforces())
 }
 
 /// Everything of the request that can be checked before a trial runs (docs/architecture.md §7): the axes,
