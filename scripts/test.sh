@@ -7,7 +7,9 @@
 #     submit-time advisor (scripts/slurm-advisor-ctld.sh), and installs the advisor for one running job on the
 #     single-node cluster, whose job-submit plugin runs a pass-through script otherwise;
 #   - the pinned PyTorch for tests/it/pytorch.rs (CPU execution is enough): scripts/install-pytorch.sh, a virtual
-#     environment outside the clone, reused when present; it prints its interpreter.
+#     environment outside the clone, reused when present; it prints its interpreter;
+#   - after the suite (when it ran whole, with no arguments), the tests of real isolation again on a cgroup
+#     v2 kernel in a small VM (scripts/test-cgroup2.sh, with scripts/cgroup2-vm.sh): this host is v1.
 # Needs root (cgroups, apt-get, the daemons), as every test of real isolation does.
 #
 # usage: scripts/test.sh [CARGO TEST ARGS...]
@@ -19,3 +21,6 @@ SYNERGY_PYTHON="$(scripts/install-pytorch.sh)"
 export SYNERGY_PYTHON
 
 cargo test --release "$@"
+if [[ $# -eq 0 ]]; then
+  scripts/test-cgroup2.sh
+fi

@@ -104,7 +104,8 @@ impl Drop for SharedShell {
 }
 
 /// A spec of the built-in image workload on a 16 MiB dataset in the test's directory (on the VM's
-/// scratch disk, a real block device: `TMPDIR` there).
+/// scratch disk, a real block device: `TMPDIR` there), in steps of 8 so that an emulated CPU still
+/// makes enough of them in a short trial.
 fn image_spec(s: &RunSetup) -> PathBuf {
     let data = s.path().join("data");
     let out = synergy()
@@ -120,7 +121,7 @@ fn image_spec(s: &RunSetup) -> PathBuf {
             r#"name = "v2"
 command = ["{{synergy}}", "workload", "run", "image", "--dataset", "{{dataset}}",
            "--batch-size", "{{batch_size}}", "--gpu-rate", "2000"]
-batch_size = 32
+batch_size = 8
 footprint = "96MiB"
 [dataset]
 path = "{}"
@@ -153,17 +154,45 @@ fn finish(child: Child) -> (Output, serde_json::Value) {
     (out, v)
 }
 
+/// What each v2 test starts from: the host to itself, a spec on the scratch disk, a shell's cgroup
+/// shared with another process, and the host's cgroups as they were before synergy ran.
+struct Case {
+    _host: common::HostGuard,
+    _dir: RunSetup,
+    spec: PathBuf,
+    shell: SharedShell,
+    before: Snapshot,
+}
+
+impl Case {
+    /// `None` (after saying so) on a host without cgroup v2.
+    fn new() -> Option<Case> {
+        let host = serial();
+        if !v2_host() {
+            return None;
+        }
+        let dir = RunSetup::new();
+        let spec = image_spec(&dir);
+        let shell = SharedShell::new();
+        let before = snapshot(&shell.dir);
+        Some(Case {
+            _host: host,
+            _dir: dir,
+            spec,
+            shell,
+            before,
+        })
+    }
+}
+
 #[test]
 #[ignore = "needs a cgroup v2 kernel: scripts/cgroup2-vm.sh runs it (CI does)"]
 fn from_a_shared_cgroup_synergy_takes_its_own_enforces_every_limit_and_leaves_all_as_found() {
-    let _g = serial();
-    if !v2_host() {
+    // Held whole: the host guard and the directory must live to the end of the test.
+    let Some(case) = Case::new() else {
         return;
-    }
-    let s = RunSetup::new();
-    let spec = image_spec(&s);
-    let shell = SharedShell::new();
-    let before = snapshot(&shell.dir);
+    };
+    let (spec, shell, before) = (&case.spec, &case.shell, &case.before);
     let limit = 112u64 << 20;
     let child = shell
         .synergy(&[
@@ -177,7 +206,7 @@ fn from_a_shared_cgroup_synergy_takes_its_own_enforces_every_limit_and_leaves_al
             "4MB/s",
             "--cold",
             "--max-seconds",
-            "20",
+            "40",
             "--json",
         ])
         .spawn()
@@ -230,21 +259,18 @@ fn from_a_shared_cgroup_synergy_takes_its_own_enforces_every_limit_and_leaves_al
         t["storage_read_bytes"].as_u64().unwrap() > 8 << 20,
         "the cold dataset's reads were counted by io.stat: {t}"
     );
-    assert_eq!(snapshot(&shell.dir), before, "the host's cgroups as found");
+    assert_eq!(&snapshot(&shell.dir), before, "the host's cgroups as found");
     assert!(!Path::new(HOME).exists());
 }
 
 #[test]
 #[ignore = "needs a cgroup v2 kernel: scripts/cgroup2-vm.sh runs it (CI does)"]
 fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_back() {
-    let _g = serial();
-    if !v2_host() {
+    // Held whole: the host guard and the directory must live to the end of the test.
+    let Some(case) = Case::new() else {
         return;
-    }
-    let s = RunSetup::new();
-    let spec = image_spec(&s);
-    let shell = SharedShell::new();
-    let before = snapshot(&shell.dir);
+    };
+    let (spec, shell, before) = (&case.spec, &case.shell, &case.before);
     let mut child = shell
         .synergy(&[
             "measure",
@@ -268,8 +294,11 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(live_domain(pid).is_some(), "kill -9 runs no clean-up");
-    assert_ne!(snapshot(&shell.dir), before);
+    assert!(
+        !common::cgroups_of(pid).is_empty(),
+        "kill -9 runs no clean-up"
+    );
+    assert_ne!(&snapshot(&shell.dir), before);
     // The next start, from the same shell, reaps the dead run's leaf and domain (its workload still
     // inside), then runs its own trial and leaves everything as the host had it.
     let next = shell
@@ -279,7 +308,7 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
             "--cpus",
             "1",
             "--max-seconds",
-            "5",
+            "20",
             "--json",
         ])
         .spawn()
@@ -291,7 +320,7 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
         "nothing said of {pid}:\n{stderr}"
     );
     assert!(common::cgroups_of(pid).is_empty());
-    assert_eq!(snapshot(&shell.dir), before, "the host's cgroups as found");
+    assert_eq!(&snapshot(&shell.dir), before, "the host's cgroups as found");
     assert!(!Path::new(HOME).exists());
 }
 
@@ -307,7 +336,7 @@ fn a_limit_the_detected_backend_cannot_enforce_is_refused_before_the_first_trial
         return;
     }
     let s = RunSetup::new();
-    let spec = s.spec("limits", "image", 2000);
+    let spec = image_spec(&s);
     let out_file = s.path().join("p/limits.json");
     let hidden = |args: &[&str]| {
         let mut c = Command::new("unshare");
@@ -348,7 +377,7 @@ fn a_limit_the_detected_backend_cannot_enforce_is_refused_before_the_first_trial
         "--isolation",
         "affinity",
         "--max-seconds",
-        "4",
+        "15",
         "--json",
     ]);
     assert!(

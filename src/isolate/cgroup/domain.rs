@@ -398,9 +398,24 @@ impl Domain for CgroupDomain {
                 matches!(s, FreezerState::Thawed)
             }
         };
+        // v1's freezer.state says FREEZING until every task is stopped; v2's cgroup.freeze holds only
+        // what was asked, and cgroup.events' `frozen` says when the kernel has done it.
+        let events = self.dirs.first().map(|d| d.join("cgroup.events"));
+        let state = || match (&events, self.kind) {
+            (Some(ev), IsolationKind::CgroupV2) => fs::read_to_string(ev)
+                .map_err(|e| e.to_string())
+                .and_then(
+                    |t| match t.lines().find_map(|l| l.strip_prefix("frozen ")) {
+                        Some("1") => Ok(FreezerState::Frozen),
+                        Some("0") => Ok(FreezerState::Thawed),
+                        _ => Err(format!("no `frozen` line in {}", ev.display())),
+                    },
+                ),
+            _ => f.state().map_err(|e| e.to_string()),
+        };
         let start = Instant::now();
         loop {
-            match f.state() {
+            match state() {
                 Ok(s) if settled(&s) => return Ok(()),
                 _ if start.elapsed() > PAUSE_TIMEOUT => {
                     return Err(io_err(

@@ -298,23 +298,46 @@ fn a_frozen_domain_stops_its_tasks_and_a_reopened_one_can_be_destroyed() {
     let Some(b) = backend() else { return };
     let name = unique("frz");
     let mut d = b.create_domain(&name, &budget(1.0)).expect("create");
-    let mut child = spawn_in(&d, Command::new("sleep").arg("30"));
-    let stat_state = |pid: u32| {
-        fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|t| t.rsplit(") ").next().map(|r| r.chars().next()))
-            .flatten()
+    let mut child = spawn_in(&d, Command::new("sh").args(["-c", "while :; do :; done"]));
+    // The state letter and the CPU ticks (user + system) from /proc/PID/stat.
+    let stat = |pid: u32| {
+        let t = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let f: Vec<String> = t
+            .rsplit(") ")
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        (
+            f.first().and_then(|s| s.chars().next()),
+            ticks(11) + ticks(12),
+        )
     };
+    std::thread::sleep(Duration::from_millis(100));
     d.set_frozen(true).expect("freeze");
     let f = d.freezer().expect("freezer");
     assert!(matches!(f.state(), Ok(FreezerState::Frozen)));
-    // A frozen task sleeps uninterruptibly in the freezer (D) until thawed.
-    assert_eq!(stat_state(child.id()), Some('D'));
+    // A frozen task runs no more: its CPU time stands still. On v1 it sleeps uninterruptibly in the
+    // freezer (D); v2 stops it in a trap of its own, and cgroup.events says the cgroup is frozen.
+    let (state, ticks) = stat(child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(stat(child.id()).1, ticks, "a frozen task ran");
+    match b.kind {
+        IsolationKind::CgroupV1 => assert_eq!(state, Some('D')),
+        _ => {
+            let events = fs::read_to_string(d.paths()[0].join("cgroup.events")).unwrap();
+            assert!(events.contains("frozen 1"), "{events}");
+        }
+    }
     d.set_frozen(false).expect("thaw");
     assert!(matches!(
         d.freezer().expect("freezer").state(),
         Ok(FreezerState::Thawed)
     ));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(stat(child.id()).1 > ticks, "a thawed task runs again");
     d.set_frozen(true).expect("freeze again");
     // Another handle on the same cgroup (as a resumed executor opens what a dead one left) sees the
     // frozen task and removes everything, the frozen task included.

@@ -194,18 +194,20 @@ pub(crate) fn release_root_home() {
         return;
     };
     let before: Vec<&str> = before.split_whitespace().collect();
-    let ours: Vec<String> = subtree_controllers(Path::new(V2_ROOT))
-        .into_iter()
-        .filter(|c| WANTED.contains(&c.as_str()) && !before.contains(&c.as_str()))
-        .map(|c| format!("-{c}"))
-        .collect();
-    if ours.is_empty()
-        || fs::write(
-            Path::new(V2_ROOT).join("cgroup.subtree_control"),
-            ours.join(" "),
-        )
-        .is_ok()
-    {
+    // Every controller on now that was off before: synergy's own, and those cgroups-rs enabled on the
+    // way down when it made a domain. One at a time, so one the kernel keeps (a child of the root
+    // enables it for its own children) does not keep the others.
+    let mut all_off = true;
+    for c in subtree_controllers(Path::new(V2_ROOT)) {
+        if !before.contains(&c.as_str()) {
+            all_off &= fs::write(
+                Path::new(V2_ROOT).join("cgroup.subtree_control"),
+                format!("-{c}"),
+            )
+            .is_ok();
+        }
+    }
+    if all_off {
         let _ = fs::remove_file(&record);
     }
 }
