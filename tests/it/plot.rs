@@ -324,7 +324,7 @@ fn profile_plot_writes_charts_beside_the_profile() {
         "--out",
         &out.display().to_string(),
         "--cpus",
-        "0.5,1,2",
+        "1,2",
         "--mem",
         "0.2,0.5",
         "--validate",

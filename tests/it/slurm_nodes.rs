@@ -597,11 +597,14 @@ fn a_data_parallel_job_over_two_nodes_is_one_rendezvous_and_is_observed() {
         env!("CARGO_MANIFEST_DIR")
     );
     let profile = crate::common::profiles().join("pytorch-ddp-resnet18-small.json");
+    // Enough work for whole rounds of training after the ranks' start-up (about 10 s): with 640
+    // samples a fast run trained for about 8 s and no round's window held enough saved steps to observe.
+    const SAMPLES: u64 = 1920;
     let jobs = r.setup.path().join("jobs.toml");
     std::fs::write(
         &jobs,
         format!(
-            "[[job]]\nname = \"ddp\"\nworkload = \"{spec}\"\nprofile = \"{}\"\ngpus = {all}\nsamples = 640\n",
+            "[[job]]\nname = \"ddp\"\nworkload = \"{spec}\"\nprofile = \"{}\"\ngpus = {all}\nsamples = {SAMPLES}\n",
             profile.display()
         ),
     )
@@ -622,7 +625,7 @@ fn a_data_parallel_job_over_two_nodes_is_one_rendezvous_and_is_observed() {
     // One job of ranks: the job's own state file holds its work once (up to a step of every rank
     // more), and no task kept a file of its own.
     let done = r.saved("ddp.json");
-    assert!((640..640 + 16).contains(&done), "{done}");
+    assert!((SAMPLES..SAMPLES + 16).contains(&done), "{done}");
     let dir = r.setup.path().join("jobs.state.json.jobs");
     assert!(!dir.join("ddp.json.task0").exists());
     // Each node's launcher ran its ranks; the ranks of both met (torchrun's log names both nodes).

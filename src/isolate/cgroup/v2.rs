@@ -147,10 +147,15 @@ fn root_record() -> PathBuf {
 }
 
 /// Enables the `wanted` controllers for the root's children, recording what was on before (once, for
-/// the first run that changes it).
+/// the first run under the root: cgroups-rs may enable more on the way down when it makes a domain).
 fn enable_at_root(wanted: &[&str]) -> Result<(), IsolateError> {
     let root = Path::new(V2_ROOT);
     let before = subtree_controllers(root);
+    let record = root_record();
+    if !record.exists() {
+        fs::write(&record, before.join(" "))
+            .map_err(|e| io_err(format!("writing {}", record.display()), e))?;
+    }
     let todo: Vec<String> = wanted
         .iter()
         .filter(|c| !before.iter().any(|b| b == *c))
@@ -158,11 +163,6 @@ fn enable_at_root(wanted: &[&str]) -> Result<(), IsolateError> {
         .collect();
     if todo.is_empty() {
         return Ok(());
-    }
-    let record = root_record();
-    if !record.exists() {
-        fs::write(&record, before.join(" "))
-            .map_err(|e| io_err(format!("writing {}", record.display()), e))?;
     }
     let file = root.join("cgroup.subtree_control");
     fs::write(&file, todo.join(" "))
