@@ -355,10 +355,10 @@ pub fn detect(
     }
 }
 
-/// Refuses `needed` where the backend cannot enforce it and was detected rather than asked for by name
-/// (docs/architecture.md §7: a downgrade is said before the first trial, not found at a limited trial).
-/// Asked for by name, a backend that rounds a fractional budget up to whole cores is taken at its word;
-/// limits it cannot enforce at all stay refused, by the domain.
+/// Refuses `needed` where the backend cannot enforce it (docs/architecture.md §7: a downgrade is said
+/// before the first trial, not found at a limited trial). Asked for by name, a backend that rounds a
+/// fractional budget up to whole cores is taken at its word; limits it cannot enforce at all stay
+/// refused.
 pub fn require(
     backend: &dyn Isolation,
     why: &str,
@@ -366,18 +366,18 @@ pub fn require(
     needed: &Limits,
     needs: &str,
 ) -> Result<(), IsolateError> {
-    let missing = backend.enforces().missing(needed);
-    if missing.is_empty() || requested == Some(backend.kind()) {
+    let by_name = requested == Some(backend.kind());
+    let without_fractions = Limits {
+        fractional_cores: false,
+        ..*needed
+    };
+    let missing = backend
+        .enforces()
+        .missing(if by_name { &without_fractions } else { needed });
+    if missing.is_empty() {
         return Ok(());
     }
-    let accept = if backend
-        .enforces()
-        .missing(&Limits {
-            fractional_cores: false,
-            ..*needed
-        })
-        .is_empty()
-    {
+    let accept = if backend.enforces().missing(&without_fractions).is_empty() {
         format!(
             "pass {} {} to take whole cores for it",
             crate::error::Setting("isolation"),

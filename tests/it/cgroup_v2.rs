@@ -327,7 +327,7 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
 /// On any host, as root: with no cgroup mounted (hidden in a mount namespace, as a container without
 /// /sys/fs/cgroup has it) detection falls back to affinity, and a profile or trial that needs a limit it
 /// cannot enforce is refused before its first trial with the way out; asked for by name, affinity takes
-/// whole cores for a fractional budget.
+/// whole cores for a fractional budget, and a memory limit is still refused.
 #[test]
 fn a_limit_the_detected_backend_cannot_enforce_is_refused_before_the_first_trial() {
     let _g = serial();
@@ -356,6 +356,17 @@ fn a_limit_the_detected_backend_cannot_enforce_is_refused_before_the_first_trial
         vec!["profile", spec, "--out", out_file.to_str().unwrap()],
         vec!["measure", spec, "--cpus", "0.5"],
         vec!["measure", spec, "--cpus", "1", "--mem", "200MiB"],
+        // By name too: affinity enforces no memory limit, which a page-cache workload's memory axis needs.
+        vec![
+            "profile",
+            spec,
+            "--isolation",
+            "affinity",
+            "--cpus",
+            "1,2",
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
     ] {
         let out = hidden(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
