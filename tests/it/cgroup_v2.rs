@@ -183,6 +183,14 @@ impl Case {
             before,
         })
     }
+
+    /// `synergy measure SPEC ARGS --json`, started from the shared shell's cgroup.
+    fn measure(&self, args: &[&str]) -> Child {
+        let mut all = vec!["measure", self.spec.to_str().unwrap()];
+        all.extend_from_slice(args);
+        all.push("--json");
+        self.shell.synergy(&all).spawn().unwrap()
+    }
 }
 
 #[test]
@@ -192,25 +200,19 @@ fn from_a_shared_cgroup_synergy_takes_its_own_enforces_every_limit_and_leaves_al
     let Some(case) = Case::new() else {
         return;
     };
-    let (spec, shell, before) = (&case.spec, &case.shell, &case.before);
+    let (shell, before) = (&case.shell, &case.before);
     let limit = 112u64 << 20;
-    let child = shell
-        .synergy(&[
-            "measure",
-            spec.to_str().unwrap(),
-            "--cpus",
-            "0.5",
-            "--mem",
-            "112MiB",
-            "--storage-bps",
-            "4MB/s",
-            "--cold",
-            "--max-seconds",
-            "40",
-            "--json",
-        ])
-        .spawn()
-        .unwrap();
+    let child = case.measure(&[
+        "--cpus",
+        "0.5",
+        "--mem",
+        "112MiB",
+        "--storage-bps",
+        "4MB/s",
+        "--cold",
+        "--max-seconds",
+        "40",
+    ]);
     let pid = child.id();
     // While the trial runs, what the kernel holds for its domain, read from the cgroup's own files.
     let start = Instant::now();
@@ -270,19 +272,8 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
     let Some(case) = Case::new() else {
         return;
     };
-    let (spec, shell, before) = (&case.spec, &case.shell, &case.before);
-    let mut child = shell
-        .synergy(&[
-            "measure",
-            spec.to_str().unwrap(),
-            "--cpus",
-            "1",
-            "--max-seconds",
-            "120",
-            "--json",
-        ])
-        .spawn()
-        .unwrap();
+    let (shell, before) = (&case.shell, &case.before);
+    let mut child = case.measure(&["--cpus", "1", "--max-seconds", "120"]);
     let pid = child.id();
     let start = Instant::now();
     while live_domain(pid).is_none() {
@@ -301,18 +292,7 @@ fn a_run_killed_in_its_own_cgroup_is_reaped_by_the_next_start_and_the_root_put_b
     assert_ne!(&snapshot(&shell.dir), before);
     // The next start, from the same shell, reaps the dead run's leaf and domain (its workload still
     // inside), then runs its own trial and leaves everything as the host had it.
-    let next = shell
-        .synergy(&[
-            "measure",
-            spec.to_str().unwrap(),
-            "--cpus",
-            "1",
-            "--max-seconds",
-            "20",
-            "--json",
-        ])
-        .spawn()
-        .unwrap();
+    let next = case.measure(&["--cpus", "1", "--max-seconds", "20"]);
     let (out, _) = finish(next);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
