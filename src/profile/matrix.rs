@@ -23,11 +23,16 @@ pub fn auto_cpu_axis(cores: f64) -> Vec<f64> {
     axis
 }
 
+/// `bytes` as a memory axis value: GiB to four decimals (about 100 KiB), as the files show them.
+pub fn axis_gib(bytes: f64) -> f64 {
+    (bytes / GIB * 1e4).round() / 1e4
+}
+
 /// Default memory axis: the footprint plus 0, 25, 50, 75 and 100% of the dataset as cache, GiB.
 pub fn auto_memory_axis(footprint_bytes: u64, dataset_bytes: u64) -> Vec<f64> {
     let mut axis: Vec<f64> = [0.0, 0.25, 0.5, 0.75, 1.0]
         .iter()
-        .map(|f| ((footprint_bytes as f64 + f * dataset_bytes as f64) / GIB * 1e4).round() / 1e4)
+        .map(|f| axis_gib(footprint_bytes as f64 + f * dataset_bytes as f64))
         .collect();
     // Without a dataset (or one too small to show at this precision) the columns coincide: one remains.
     axis.dedup();

@@ -228,6 +228,83 @@ fn an_interrupted_profile_resumes_without_remeasuring() {
     }
 }
 
+/// The small text workload with a process beside it that holds 16 MiB whenever its cgroup has a memory
+/// limit, and takes the job down when the OOM killer ends it (as a killed DataLoader worker does): the
+/// cached trials, unlimited, never show that memory, so the calibration's first limit is too small. The
+/// profile learns the footprint from the OOM kills and finishes, rather than losing every trial.
+#[test]
+fn a_footprint_the_cached_trials_underestimated_is_learned_from_the_oom_kill() {
+    if common::skip_without_cgroups() {
+        return;
+    }
+    let _g = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(small_text_spec(d.path())).unwrap();
+    let hog = d.path().join("hog.sh");
+    std::fs::write(
+        &hog,
+        r#"synergy=$1; shift
+"$synergy" workload run text --dataset "$1" --batch-size "$2" --gpu-rate 0.005x & work=$!
+cg=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print "/sys/fs/cgroup/memory" $3}' /proc/self/cgroup)
+[ -n "$cg" ] || cg=/sys/fs/cgroup$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+limit=$(cat "$cg/memory.limit_in_bytes" "$cg/memory.max" 2>/dev/null | head -n 1)
+case "$limit" in
+max|9223372036854*|"") wait $work; exit $? ;;
+esac
+python3 -c 'import time; b = b"x" * (16 << 20); time.sleep(1e6)'
+kill $work; exit 137
+"#,
+    )
+    .unwrap();
+    let start = text.find("command = [").unwrap();
+    let command = &text[start..start + text[start..].find("]\n").unwrap() + 1];
+    let spec = d.path().join("text-hog.toml");
+    std::fs::write(
+        &spec,
+        text.replacen(
+            command,
+            r#"command = ["sh", "{spec_dir}/hog.sh", "{synergy}", "{dataset}", "{batch_size}"]"#,
+            1,
+        )
+        .replace("name = \"text\"", "name = \"text-hog\""),
+    )
+    .unwrap();
+    let out = d.path().join("hog.json");
+    let o = run(&[
+        "profile",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--cpus",
+        "1,2",
+        "--validate",
+        "1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let warnings = p["warnings"].to_string();
+    assert!(warnings.contains("OOM-killed"), "{warnings}");
+    let peak = |role: &str| {
+        p["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["role"] == role)
+            .map(|t| {
+                t["result"]["telemetry"]["resident_peak_bytes"]
+                    .as_f64()
+                    .unwrap()
+            })
+            .fold(0.0, f64::max)
+    };
+    // The footprint the matrix starts from holds what ran under a limit, the held memory included.
+    let footprint = p["model"]["footprint_bytes"].as_f64().unwrap();
+    assert!(peak("cpu") + f64::from(16 << 20) < footprint, "{footprint}");
+    assert!(peak("calibration") < footprint, "{footprint}");
+    assert_eq!(p["validation"].as_array().unwrap().len(), 1, "{warnings}");
+}
+
 /// With a busy loop on each of the host's cores for the whole profile, a CPU-bound workload's trials are
 /// disturbed. The first waits for the cores to go quiet, in vain; from then on the profile knows the host
 /// is busy and runs no trial again (each would only be disturbed again), and lists each in its warnings.

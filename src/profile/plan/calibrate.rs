@@ -2,14 +2,15 @@
 //! workload the memory-limited trial that fits the kernel's two-list hit curve (the page cache is not
 //! LRU, docs/architecture.md §4) and whose first epoch, started cold, is stage 3's cold epoch.
 
-use super::cpu::{cost_at, remeasure, Sweep};
+use super::cpu::{cost_at, remeasure, Sweep, OOM_RETRIES};
 use super::fetch::{Data, Fetch};
 use super::runner::Runner;
 use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
 use crate::measure::{TrialError, TrialResult};
 use crate::profile::file::{CalibrationPoint, HitCurveFit, TrialRole};
+use crate::profile::matrix::axis_gib;
 use crate::stall::{active_share, minio_hit_ratio};
-use crate::units::{Bytes, GIB};
+use crate::units::Bytes;
 
 /// The family of page-cache hit curves the calibration fits (docs/profile-format.md).
 const HIT_CURVE_FAMILY: &str = "two-list";
@@ -93,7 +94,7 @@ fn recheck_cached(
     if !slowed_cached(before, g, cached, limited) {
         return Ok(());
     }
-    *sweep = remeasure(run, plan, c)?;
+    remeasure(run, plan, sweep, c)?;
     run.warnings.push(format!(
         "the cached trial at {c} cores ran {before:.1} samples/s at {:.2} ms of CPU a sample, where \
          the calibration trial, most of its samples missing, spent {:.2} ms: the host slowed it, so it \
@@ -140,24 +141,38 @@ pub(super) fn calibrate(
         return Ok((Fetch::unmeasured(c, 0.0), out));
     }
     let mut fetch = Fetch::probe(c, data, plan.req.recorded.as_ref());
-    let footprint = sweep.footprint_at(c, spec_floor(plan.spec));
-    let resident = sweep.resident_at(c, spec_floor(plan.spec));
     let mut points = Vec::new();
-    for x in CALIBRATION_FRACTIONS {
-        // The limit leaves at least this cache (the footprint is the safe bound for the limit); the
-        // cache it really leaves is the limit less what stays resident, as the model predicts it.
-        let mem = footprint + (x * data.bytes as f64) as u64;
-        let cache = mem.saturating_sub(resident);
-        let mem_gib = (mem as f64 / GIB * 1e4).round() / 1e4;
-        let mut r = plan.constrained(c);
-        r.mem_limit = Some(Bytes(mem));
-        let t = match run.trial(TrialRole::Calibration, Some(mem_gib), r) {
-            Ok(t) => t,
-            // A whole epoch went by before a rate could be estimated: storage is far faster than the
-            // pipeline.
-            Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => continue,
-            Err(e) => return Err(e),
+    let mut ooms = 0;
+    'fraction: for x in CALIBRATION_FRACTIONS {
+        let (t, mem, cache) = loop {
+            // The limit leaves at least this cache (the footprint is the safe bound for the limit);
+            // the cache it really leaves is the limit less what stays resident, as the model
+            // predicts it.
+            let mem = sweep.footprint_at(c, spec_floor(plan.spec)) + (x * data.bytes as f64) as u64;
+            let cache = mem.saturating_sub(sweep.resident_at(c, spec_floor(plan.spec)));
+            let mut r = plan.constrained(c);
+            r.mem_limit = Some(Bytes(mem));
+            match run.trial(TrialRole::Calibration, Some(axis_gib(mem as f64)), r) {
+                Ok(t) => break (t, mem, cache),
+                // A whole epoch went by before a rate could be estimated: storage is far faster
+                // than the pipeline.
+                Err(ProfileRunError::Trial(TrialError::NoEstimate(_))) => continue 'fraction,
+                Err(ProfileRunError::Trial(TrialError::OutOfMemory { limit, .. }))
+                    if ooms < OOM_RETRIES =>
+                {
+                    ooms += 1;
+                    sweep.learn_oom(limit.0);
+                    run.warnings.push(format!(
+                        "the workload was OOM-killed at {c} cores under {limit}, more than the cached \
+                         trials' peaks said it needs: its footprint is now taken as {}, and the \
+                         calibration trial ran again",
+                        Bytes(sweep.footprint_at(c, spec_floor(plan.spec)))
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
         };
+        let mem_gib = axis_gib(mem as f64);
         // The first trial that ran gives the cold epoch (learning it records what storage it saw).
         if fetch.storage_seen.is_none() {
             recheck_cached(run, plan, sweep, &t, g)?;

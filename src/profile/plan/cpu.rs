@@ -18,6 +18,12 @@ const FOOTPRINT_SLACK_BYTES: u64 = 8 << 20;
 /// The slack of a large process, as a share of its peak: a Python training process of a gigabyte
 /// varies by tens of MiB from run to run (its allocator, its loader workers' start-up).
 const FOOTPRINT_SLACK_SHARE: f64 = 0.05;
+/// The slack above a limit the workload was OOM-killed under ([`Sweep::learn_oom`]): more than a peak's,
+/// as the need is known only to be above the limit; [`OOM_RETRIES`] of them reach about twice it.
+const OOM_SLACK_SHARE: f64 = 0.25;
+/// How many OOM kills under the plan's own limits a profile learns from before it gives up
+/// ([`Sweep::learn_oom`]).
+pub(super) const OOM_RETRIES: u32 = 3;
 
 /// A footprint from a measured peak, bytes (see [`FOOTPRINT_SLACK_BYTES`]).
 fn footprint_of_peak(peak: u64) -> u64 {
@@ -69,12 +75,33 @@ pub(super) struct Sweep {
     pub(super) core_speed: Vec<(f64, f64)>,
     /// The first CPU trial, for the dataset it found.
     pub(super) first: TrialResult,
+    /// The least the workload keeps resident, learned from an OOM kill under a limit, bytes (0 before
+    /// any): see [`Sweep::learn_oom`].
+    pub(super) oom_floor: u64,
 }
 
 impl Sweep {
     /// The most memory any CPU trial used besides its cache, slack included, bytes.
     pub(super) fn footprint(&self) -> Option<u64> {
         self.footprint_points.iter().map(|p| p.bytes).max()
+    }
+
+    /// The workload was OOM-killed under `limit` bytes: it keeps more than that resident at some point
+    /// of a run, whatever the cached trials' peaks said. A longer run can peak higher than they did (a
+    /// forking loader's workers copy their parent's pages as they touch them, and new workers start each
+    /// epoch: seen, an ImageNet-style script at 2 cores peaked at 0.94 GB cached and was OOM-killed at
+    /// 1.01 GB in a longer trial). Every footprint point is raised to the limit and
+    /// [`OOM_SLACK_SHARE`] more, every resident point to the limit, for the trials still to come and the
+    /// model.
+    pub(super) fn learn_oom(&mut self, limit: u64) {
+        self.oom_floor = self.oom_floor.max(limit);
+        let footprint = limit + (limit as f64 * OOM_SLACK_SHARE) as u64;
+        for p in &mut self.footprint_points {
+            p.bytes = p.bytes.max(footprint);
+        }
+        for p in &mut self.resident_points {
+            p.bytes = p.bytes.max(limit);
+        }
     }
 
     /// The footprint at `cpus` (interpolated between the swept core counts), bytes, never below the
@@ -239,14 +266,21 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
 }
 
 /// The cached trial at `cpus` cores measured again (the host slowed the first, see
-/// [`super::calibrate::calibrate`]); the sweep then keeps the faster of the two.
+/// [`super::calibrate::calibrate`]); the sweep then keeps the faster of the two, and what an OOM kill
+/// taught it ([`Sweep::learn_oom`]).
 pub(super) fn remeasure(
     run: &mut Runner,
     plan: &Plan,
+    sweep: &mut Sweep,
     cpus: f64,
-) -> Result<Sweep, ProfileRunError> {
+) -> Result<(), ProfileRunError> {
     measure_cached(run, plan, cpus)?;
-    Ok(summarize(run))
+    let oom_floor = sweep.oom_floor;
+    *sweep = summarize(run);
+    if oom_floor > 0 {
+        sweep.learn_oom(oom_floor);
+    }
+    Ok(())
 }
 
 /// What the CPU trials so far found, from the fastest trial at each core count: on a shared host a
@@ -292,6 +326,7 @@ fn summarize(run: &Runner) -> Sweep {
             .collect(),
         resident_points: resident_of_peaks(&peaks),
         core_speed,
+        oom_floor: 0,
         first: all
             .first()
             .map(|t| (*t).clone())
@@ -473,5 +508,35 @@ mod tests {
         assert_eq!(footprint_of_peak(40 << 20), 48 << 20);
         let gib = 1u64 << 30;
         assert_eq!(footprint_of_peak(gib), gib + gib / 20);
+    }
+
+    #[test]
+    fn an_oom_kill_raises_every_footprint_to_its_limit_and_the_model_with_them() {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../profiles/image.json")).unwrap();
+        let first: TrialResult =
+            serde_json::from_value(shipped["trials"][0]["result"].clone()).unwrap();
+        let mb = 1_000_000;
+        let point = |cpus, bytes| FootprintPoint { cpus, bytes };
+        // The ImageNet-style script of the CI failure: 0.94 GB peaked cached at 2 cores.
+        let mut sweep = Sweep {
+            curve: CpuCurve::new(Vec::new()),
+            cost: Vec::new(),
+            footprint_points: vec![point(1.0, 1060 * mb), point(2.0, 986 * mb)],
+            resident_points: vec![point(1.0, 939 * mb), point(2.0, 939 * mb)],
+            core_speed: Vec::new(),
+            first,
+            oom_floor: 0,
+        };
+        sweep.learn_oom(1011 * mb);
+        assert_eq!(sweep.footprint_at(2.0, 0), 1263_750_000);
+        assert_eq!(sweep.footprint_at(1.0, 0), 1263_750_000);
+        assert_eq!(sweep.resident_at(2.0, 0), 1011 * mb);
+        // A smaller limit later teaches nothing new.
+        sweep.learn_oom(900 * mb);
+        assert_eq!(
+            (sweep.oom_floor, sweep.resident_at(1.0, 0)),
+            (1011 * mb, 1011 * mb)
+        );
     }
 }

@@ -392,7 +392,7 @@ fn measure_model(
     run.speed.sweep_median = sweep.reference_speed();
     // Judged against the sweep's median, as every later trial is, rather than scaled by a quarter.
     for cpus in sweep.slow_cores() {
-        sweep = remeasure(run, plan, cpus)?;
+        remeasure(run, plan, &mut sweep, cpus)?;
     }
     run.speed.sweep_median = sweep.reference_speed();
     // A footprint the spec does not declare is known only now: the rest of the plan is refused rather

@@ -4,6 +4,7 @@
 use super::runner::Runner;
 use super::{Plan, ProfileRunError};
 use crate::measure::hostspeed::pipeline_speedup;
+use crate::measure::TrialError;
 use crate::profile::file::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::stall::HitModel;
 use crate::units::{Bytes, GIB};
@@ -38,7 +39,22 @@ pub(super) fn validate(
             HitModel::Minio => r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem) as u64)),
             HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
         }
-        let t = run.trial(role, Some(mg), r)?;
+        let t = match run.trial(role, Some(mg), r) {
+            Ok(t) => t,
+            // The point's cell is one the job cannot run in: said, and the rest still validated
+            // rather than every trial so far lost.
+            Err(ProfileRunError::Trial(TrialError::OutOfMemory { limit, .. })) => {
+                run.warnings.push(format!(
+                    "the held-out point at {c} cores and {mg} GiB was OOM-killed under {limit}: the \
+                     workload needs more than the footprint the model holds there ({}), so the \
+                     matrix's cells at {mg} GiB and less promise what it cannot run in; profile \
+                     again with a memory axis above {limit} (--mem)",
+                    Bytes(model.stall.footprint_at(c) as u64)
+                ));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let predicted = |hm| model.predict(c, mem, Some(hm)).samples_per_s;
         let core_speed = t
             .disturbance
