@@ -529,8 +529,8 @@ mod tests {
             oom_floor: 0,
         };
         sweep.learn_oom(1011 * mb);
-        assert_eq!(sweep.footprint_at(2.0, 0), 1263_750_000);
-        assert_eq!(sweep.footprint_at(1.0, 0), 1263_750_000);
+        assert_eq!(sweep.footprint_at(2.0, 0), 1_263_750_000);
+        assert_eq!(sweep.footprint_at(1.0, 0), 1_263_750_000);
         assert_eq!(sweep.resident_at(2.0, 0), 1011 * mb);
         // A smaller limit later teaches nothing new.
         sweep.learn_oom(900 * mb);
