@@ -25,12 +25,14 @@
 #       this project's machines; busybox-static with busybox). Idempotent: everything is kept in
 #       ${SYNERGY_VM_CACHE:-/var/cache/synergy/vm} and reused (delete that folder to pick up newer
 #       packages). Progress and errors go to stderr only.
-#   scripts/cgroup2-vm.sh run [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]
+#   scripts/cgroup2-vm.sh run [--systemd] [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]
 #       Runs setup when needed, boots the VM (2048 MiB, 2 vCPUs, 1024 MiB scratch disk, 600 s for boot and
 #       command together by default) and runs CMD in it. CMD's stdout and stderr come, merged, on this
 #       script's stdout as they are written; the exit status is CMD's (128+N if a signal killed it), or
 #       124 when the time ran out, or 125 when the VM could not be set up, failed to boot or lost CMD's status
-#       (a message on stderr says which, with the VM's console log).
+#       (a message on stderr says which, with the VM's console log). With --systemd the host's systemd is
+#       PID 1 (started on units of the run's own, see write_systemd_units) and CMD runs in a service's
+#       cgroup with the system bus up, as on a server; without, a busybox init runs CMD in the root cgroup.
 #
 # Host side effects: the packages installed above; the cache folder (a run's files live in a folder under
 # it and are removed at exit); an empty folder /scratch in the host's root, the mount point of the VM's
@@ -266,10 +268,13 @@ for m in /lib/modules/*.ko; do
   insmod "$m" 2>/dev/console || log "insmod ${m##*/} failed"
 done
 
-run=
+run= systemd=
 # shellcheck disable=SC2013 # /proc/cmdline is one line of words
 for w in $(cat /proc/cmdline); do
-  case "$w" in synergy_vm_run=*) run="${w#*=}" ;; esac
+  case "$w" in
+    synergy_vm_run=*) run="${w#*=}" ;;
+    synergy_vm_systemd=1) systemd=1 ;;
+  esac
 done
 [ -n "$run" ] || fail "no synergy_vm_run= on the kernel command line"
 
@@ -310,6 +315,14 @@ for p in /sys/class/virtio-ports/*; do
   if [ "$(cat "$p/name" 2>/dev/null)" = synergy.out ]; then out="/dev/${p##*/}"; fi
 done
 if [ -z "$out" ] || [ ! -c "$out" ]; then fail "no virtio serial port synergy.out"; fi
+if [ -n "$systemd" ]; then
+  # The host's systemd as PID 1, told to start only the run's own target: its units go in the VM's
+  # /run, which outranks /etc and /lib, and nothing of the host's boot is pulled in.
+  mkdir -p $R/run/systemd/system
+  cp $R$run/units/* $R/run/systemd/system/ || fail "cannot install the run's systemd units"
+  echo "$out" >$R/run/synergy-vm-out
+  exec switch_root $R /lib/systemd/systemd --unit=synergy-vm.target
+fi
 # In the background and waited for: a foreground command killed by a signal would have this shell
 # print "Killed" into CMD's output.
 env -i /bin/chroot $R /bin/sh "$run/cmd.sh" </dev/null >"$out" 2>&1 &
@@ -413,13 +426,83 @@ run_cleanup() {
   stop "$qemu_pid" # timeout(1), which passes TERM on to QEMU and waits for it
   stop "$fsd_pid"
   stop "$tail_pid"
-  [[ -z $run_dir ]] || rm -rf "$run_dir"
+  if [[ -n $run_dir ]]; then
+    rm -rf "$run_dir"
+    # virtiofsd's pid file for the run's socket, which it leaves in the host's /run.
+    rm -f "/run/virtiofsd/${run_dir//\//.}.virtiofs.sock.pid"
+  fi
+}
+
+# The units a --systemd run installs in the VM's /run/systemd/system, which outranks the host's /etc and
+# /lib: a target of its own, the service that runs CMD, and the system bus (the host's dbus units, but
+# without default dependencies). None pulls in sysinit.target, so nothing of the host's boot (tmpfiles,
+# utmp, sysusers, random-seed, ...) runs against the host's root it shares. (Starting a bus by hand and
+# signalling PID 1 to connect would not do: systemd answers SIGUSR1 by starting the host's dbus.service,
+# sysinit.target and all.) CMD runs in the service's cgroup, /system.slice/synergy-vm.service, shared with
+# the service's shell as a login shell's is.
+write_systemd_units() {
+  local dir="$1"
+  mkdir -p "$dir"
+  cat >"$dir/synergy-vm.target" <<EOF
+[Unit]
+Description=synergy cgroup2 VM run
+DefaultDependencies=no
+Requires=synergy-vm.service
+After=synergy-vm.service
+EOF
+  cat >"$dir/dbus.socket" <<EOF
+[Unit]
+Description=D-Bus System Message Bus Socket (synergy VM)
+DefaultDependencies=no
+
+[Socket]
+ListenStream=/run/dbus/system_bus_socket
+EOF
+  cat >"$dir/dbus.service" <<EOF
+[Unit]
+Description=D-Bus System Message Bus (synergy VM)
+DefaultDependencies=no
+Requires=dbus.socket
+After=dbus.socket
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart=/usr/bin/dbus-daemon --system --address=systemd: --nofork --nopidfile --systemd-activation --syslog-only
+EOF
+  cat >"$dir/synergy-vm.service" <<EOF
+[Unit]
+Description=synergy cgroup2 VM command
+DefaultDependencies=no
+Requires=dbus.service
+After=dbus.service
+
+[Service]
+Type=simple
+StandardInput=null
+ExecStart=/bin/sh $run_dir/in-systemd.sh
+EOF
+  cat >"$run_dir/in-systemd.sh" <<'EOF'
+# generated by cgroup2-vm.sh: the --systemd run's service (see write_systemd_units)
+out="$(cat /run/synergy-vm-out)"
+run="$(dirname "$0")"
+done_() { echo "$1" >"$run/rc"; sync; systemctl --force --force poweroff; sleep 60; }
+i=0
+until busctl --system status org.freedesktop.systemd1 >/dev/null 2>&1; do
+  i=$((i + 1))
+  [ $i -lt 300 ] || { echo "cgroup2-vm: systemd is not on the system bus" >"$out"; done_ 125; }
+  sleep 0.1
+done
+/bin/sh "$run/cmd.sh" </dev/null >"$out" 2>&1
+done_ $?
+EOF
 }
 
 cmd_run() {
-  local mem=2048 cpus=2 timeout=600 disk=1024
+  local mem=2048 cpus=2 timeout=600 disk=1024 systemd=
   while (($#)); do
     case "$1" in
+      --systemd) systemd=1; shift ;;
       --mem) mem="${2:?--mem needs MiB}"; shift 2 ;;
       --cpus) cpus="${2:?--cpus needs a count}"; shift 2 ;;
       --timeout) timeout="${2:?--timeout needs seconds}"; shift 2 ;;
@@ -429,7 +512,7 @@ cmd_run() {
       *) break ;;
     esac
   done
-  (($#)) || die "usage: $0 run [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]"
+  (($#)) || die "usage: $0 run [--systemd] [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]"
   local v
   for v in "$mem" "$cpus" "$timeout" "$disk"; do [[ $v =~ ^[1-9][0-9]*$ ]] || die "run: '$v' is not a positive integer"; done
 
@@ -456,6 +539,7 @@ cmd_run() {
   run_dir="$(mktemp -d "$cache/runs/run.XXXXXX")"
   echo $$ >"$run_dir/pid"
   write_cmd_script "$@" >"$run_dir/cmd.sh"
+  [[ -z $systemd ]] || write_systemd_units "$run_dir/units"
   # A fresh file system per run: sparse image, so only what is written takes room.
   truncate -s "${disk}M" "$run_dir/scratch.img"
   mkfs.ext4 -q -F -L scratch -E lazy_itable_init=0,lazy_journal_init=0 "$run_dir/scratch.img"
@@ -492,7 +576,7 @@ cmd_run() {
     -accel tcg,thread=multi -cpu max -smp "$cpus" -m "$mem" \
     -L "$tools/root/usr/share/qemu" -bios qboot.rom \
     -kernel "$cache/kernel/$kver/vmlinuz" -initrd "$cache/initramfs.cpio.gz" \
-    -append "console=ttyS0 quiet panic=-1 mitigations=off systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all synergy_vm_run=$run_dir" \
+    -append "console=ttyS0 quiet panic=-1 mitigations=off systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all synergy_vm_run=$run_dir${systemd:+ synergy_vm_systemd=1}" \
     -serial "file:$run_dir/console.log" \
     -device virtio-serial-pci,id=vser -chardev "file,id=out,path=$run_dir/out.log" \
     -device virtserialport,bus=vser.0,chardev=out,name=synergy.out \
@@ -534,5 +618,5 @@ cmd_run() {
 case "${1:-}" in
   setup) shift; (($# == 0)) || die "usage: $0 setup"; cmd_setup ;;
   run) shift; cmd_run "$@" ;;
-  *) die "usage: $0 setup | $0 run [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]" ;;
+  *) die "usage: $0 setup | $0 run [--systemd] [--mem MiB] [--cpus N] [--timeout S] [--disk MiB] -- CMD [ARGS...]" ;;
 esac

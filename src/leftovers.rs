@@ -10,7 +10,9 @@
 //! directories are never touched, even when empty.
 
 use crate::fsutil::process_alive;
-use crate::isolate::cgroup::{child_cgroup_names, release_root_home, CgroupBackend};
+use crate::isolate::cgroup::{
+    child_cgroup_names, release_root_home, stop_dead_scopes, CgroupBackend,
+};
 use crate::isolate::Domain as _;
 use crate::workload::launch::WORKLOAD_TMP_PREFIX;
 use crate::workload::probe::PROBE_DIR_PREFIX;
@@ -87,6 +89,16 @@ pub fn reap() -> Vec<Leftover> {
 }
 
 fn reap_cgroups() -> Vec<Leftover> {
+    // Under systemd, a dead run's delegated scope goes whole: systemd stops it, killing what it holds.
+    let scopes: Vec<Leftover> = stop_dead_scopes(&dead)
+        .into_iter()
+        .map(|(name, owner_pid, error)| Leftover {
+            kind: LeftoverKind::Cgroup,
+            name,
+            owner_pid,
+            error,
+        })
+        .collect();
     let names: Vec<(String, i32)> = child_cgroup_names(CGROUP_PREFIX)
         .into_iter()
         .filter_map(|n| {
@@ -96,12 +108,12 @@ fn reap_cgroups() -> Vec<Leftover> {
         .collect();
     if names.is_empty() {
         release_root_home();
-        return Vec::new();
+        return scopes;
     }
     let Ok(backend) = CgroupBackend::detect() else {
-        return Vec::new();
+        return scopes;
     };
-    let found = names
+    let found: Vec<Leftover> = names
         .into_iter()
         .map(|(name, owner_pid)| {
             // Destroying freezes, kills and thaws what is left inside, then removes every hierarchy's
@@ -122,7 +134,7 @@ fn reap_cgroups() -> Vec<Leftover> {
     // On cgroup v2, synergy's own cgroup under the root goes too once no run uses it, with the
     // controllers the dead run switched on at the root.
     release_root_home();
-    found
+    scopes.into_iter().chain(found).collect()
 }
 
 fn reap_temp_dirs(tmp: &Path) -> Vec<Leftover> {

@@ -8,6 +8,108 @@
 use std::time::{Duration, Instant};
 use zbus::zvariant::Value;
 
+/// The scope synergy `pid` asks for.
+fn scope_name(pid: u32) -> String {
+    format!("{SCOPE_PREFIX}{pid}{SCOPE_SUFFIX}")
+}
+
+const SCOPE_PREFIX: &str = "synergy-";
+const SCOPE_SUFFIX: &str = ".scope";
+
+fn which(user: bool) -> &'static str {
+    if user {
+        "user"
+    } else {
+        "system"
+    }
+}
+
+/// The D-Bus connection to the user's manager (`user`) or the system's.
+fn connect(user: bool) -> Result<zbus::blocking::Connection, String> {
+    if user {
+        zbus::blocking::Connection::session()
+    } else {
+        zbus::blocking::Connection::system()
+    }
+    .map_err(|e| {
+        format!(
+            "systemd's {} manager cannot be reached over D-Bus ({e})",
+            which(user)
+        )
+    })
+}
+
+/// Calls `method` of systemd's manager interface with `body`.
+fn manager<B>(
+    conn: &zbus::blocking::Connection,
+    method: &str,
+    body: &B,
+) -> zbus::Result<zbus::message::Message>
+where
+    B: serde::Serialize + zbus::zvariant::DynamicType,
+{
+    conn.call_method(
+        Some("org.freedesktop.systemd1"),
+        "/org/freedesktop/systemd1",
+        Some("org.freedesktop.systemd1.Manager"),
+        method,
+        body,
+    )
+}
+
+/// One unit of `ListUnitsByPatterns`' answer: name, description, load, active and sub state, followed
+/// unit, object path, queued job id, job type, job path.
+type ListedUnit = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    zbus::zvariant::OwnedObjectPath,
+    u32,
+    String,
+    zbus::zvariant::OwnedObjectPath,
+);
+
+/// Stops every scope of a synergy process that `dead` says is gone (`synergy-<pid>.scope`, which a
+/// `kill -9` leaves running with the trial's workload inside): systemd kills what is inside and removes
+/// its cgroups, as for any unit it stops. Returns each such scope with its pid and, where systemd refused,
+/// why. Nothing when the manager cannot be reached: then there are no scopes of its to stop.
+pub(super) fn stop_dead_scopes(
+    user: bool,
+    dead: &dyn Fn(i32) -> bool,
+) -> Vec<(String, i32, Option<String>)> {
+    let Ok(conn) = connect(user) else {
+        return Vec::new();
+    };
+    let states: Vec<&str> = Vec::new();
+    let patterns = vec![format!("{SCOPE_PREFIX}*{SCOPE_SUFFIX}")];
+    let units: Vec<ListedUnit> = match manager(&conn, "ListUnitsByPatterns", &(states, patterns))
+        .and_then(|reply| reply.body().deserialize())
+    {
+        Ok(units) => units,
+        Err(_) => return Vec::new(),
+    };
+    units
+        .into_iter()
+        .filter_map(|u| {
+            let pid: i32 =
+                u.0.strip_prefix(SCOPE_PREFIX)?
+                    .strip_suffix(SCOPE_SUFFIX)?
+                    .parse()
+                    .ok()?;
+            (pid > 0 && dead(pid)).then_some((u.0, pid))
+        })
+        .map(|(unit, pid)| {
+            let error = manager(&conn, "StopUnit", &(unit.as_str(), "replace"))
+                .err()
+                .map(|e| format!("systemd's {} manager did not stop it ({e})", which(user)));
+            (unit, pid, error)
+        })
+        .collect()
+}
+
 /// How long the manager may take to move this process into the new scope.
 const MOVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -16,14 +118,9 @@ const MOVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// or why it could not.
 pub(super) fn start_scope(user: bool) -> Result<(), String> {
     let pid = std::process::id();
-    let unit = format!("synergy-{pid}.scope");
-    let which = if user { "user" } else { "system" };
-    let conn = if user {
-        zbus::blocking::Connection::session()
-    } else {
-        zbus::blocking::Connection::system()
-    }
-    .map_err(|e| format!("systemd's {which} manager cannot be reached over D-Bus ({e})"))?;
+    let unit = scope_name(pid);
+    let which = which(user);
+    let conn = connect(user)?;
     let properties: Vec<(&str, Value)> = vec![
         (
             "Description",
@@ -34,10 +131,8 @@ pub(super) fn start_scope(user: bool) -> Result<(), String> {
         ("CollectMode", Value::from("inactive-or-failed")),
     ];
     let aux: Vec<(&str, Vec<(&str, Value)>)> = Vec::new();
-    conn.call_method(
-        Some("org.freedesktop.systemd1"),
-        "/org/freedesktop/systemd1",
-        Some("org.freedesktop.systemd1.Manager"),
+    manager(
+        &conn,
         "StartTransientUnit",
         &(unit.as_str(), "fail", properties, aux),
     )

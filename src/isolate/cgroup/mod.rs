@@ -34,7 +34,7 @@ pub use domain::CgroupDomain;
 pub use stale::{child_cgroup_names, cleanup_stale};
 #[cfg(test)]
 pub(crate) use tests::backend as test_backend;
-pub(crate) use v2::{release_root_home, way_to_delegate};
+pub(crate) use v2::{release_root_home, stop_dead_scopes, way_to_delegate};
 
 use super::{IsolateError, IsolationKind};
 use std::fs;

@@ -111,6 +111,16 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Stops the delegated scopes of dead synergy processes (see `delegate::stop_dead_scopes`), on a v2
+/// host under systemd: for root the system manager's, for a user their own manager's. Each with its
+/// pid and, where it could not be stopped, why.
+pub(crate) fn stop_dead_scopes(dead: &dyn Fn(i32) -> bool) -> Vec<(String, i32, Option<String>)> {
+    if !(hierarchies::is_cgroup2_unified_mode() && under_systemd()) {
+        return Vec::new();
+    }
+    super::delegate::stop_dead_scopes(!is_root(), dead)
+}
+
 /// Whether systemd manages this host's cgroups (its documented test: `/run/systemd/system` exists).
 fn under_systemd() -> bool {
     Path::new("/run/systemd/system").is_dir()
