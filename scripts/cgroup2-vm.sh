@@ -470,6 +470,39 @@ Type=notify
 NotifyAccess=main
 ExecStart=/usr/bin/dbus-daemon --system --address=systemd: --nofork --nopidfile --systemd-activation --syslog-only
 EOF
+  # An unprivileged user's manager (started with systemctl start user@UID.service), delegated the
+  # controllers the host's user@.service delegates, without PAM or logind (neither runs here).
+  cat >"$dir/user-runtime-dir@.service" <<EOF
+[Unit]
+Description=User Runtime Directory /run/user/%i (synergy VM)
+DefaultDependencies=no
+After=dbus.service
+StopWhenUnneeded=yes
+
+[Service]
+ExecStart=/lib/systemd/systemd-user-runtime-dir start %i
+ExecStop=/lib/systemd/systemd-user-runtime-dir stop %i
+Type=oneshot
+RemainAfterExit=yes
+Slice=user-%i.slice
+EOF
+  cat >"$dir/user@.service" <<EOF
+[Unit]
+Description=User Manager for UID %i (synergy VM)
+DefaultDependencies=no
+After=user-runtime-dir@%i.service dbus.service
+Requires=user-runtime-dir@%i.service
+
+[Service]
+User=%i
+Type=notify
+Environment=XDG_RUNTIME_DIR=/run/user/%i
+ExecStart=/lib/systemd/systemd --user
+Slice=user-%i.slice
+KillMode=mixed
+$(grep -h '^Delegate=' /lib/systemd/system/user@.service 2>/dev/null || echo 'Delegate=pids memory cpu')
+TasksMax=infinity
+EOF
   cat >"$dir/synergy-vm.service" <<EOF
 [Unit]
 Description=synergy cgroup2 VM command

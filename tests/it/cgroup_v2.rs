@@ -612,4 +612,108 @@ mod systemd {
             "the host's cgroups as found"
         );
     }
+
+    /// An unprivileged user (`nobody`, whose manager the test starts) gets a scope from their own
+    /// manager, with the controllers the host's `user@.service` delegates (cpu and memory: enough for
+    /// cores and memory, no cpuset or io), and the scope goes with synergy.
+    #[test]
+    #[ignore = "needs systemd on a cgroup v2 host: scripts/cgroup2-vm.sh run --systemd runs it (CI does)"]
+    fn an_unprivileged_user_gets_a_scope_from_their_own_manager() {
+        let _host = serial();
+        if !systemd_host() {
+            return;
+        }
+        let uid = String::from_utf8(
+            Command::new("id")
+                .args(["-u", "nobody"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_string();
+        let manager = format!("user@{uid}.service");
+        assert!(Command::new("systemctl")
+            .args(["start", &manager])
+            .status()
+            .unwrap()
+            .success());
+        let dir = RunSetup::new();
+        let spec = image_spec(&dir);
+        // The user reads the spec and dataset and writes its own temporary files there.
+        assert!(Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(dir.path())
+            .status()
+            .unwrap()
+            .success());
+        let runtime = format!("/run/user/{uid}");
+        let child = Command::new("runuser")
+            .args(["-u", "nobody", "--"])
+            .arg(env!("CARGO_BIN_EXE_synergy"))
+            .args(["measure", spec.to_str().unwrap()])
+            .args([
+                "--cpus",
+                "0.5",
+                "--mem",
+                "112MiB",
+                "--max-seconds",
+                "20",
+                "--json",
+            ])
+            .env("HOME", dir.path())
+            .env("TMPDIR", dir.path())
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                format!("unix:path={runtime}/bus"),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let apps = Path::new(V2).join(format!("user.slice/user-{uid}.slice/{manager}/app.slice"));
+        let start = Instant::now();
+        let (scope, domain) = loop {
+            let found = fs::read_dir(&apps).ok().and_then(|entries| {
+                entries.flatten().map(|e| e.path()).find_map(|scope| {
+                    let name = scope.file_name()?.to_string_lossy().into_owned();
+                    let pid: u32 = name
+                        .strip_prefix("synergy-")?
+                        .strip_suffix(".scope")?
+                        .parse()
+                        .ok()?;
+                    domain_in(&scope, pid).map(|d| (scope, d))
+                })
+            });
+            if let Some(f) = found {
+                break f;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "no scope with a trial domain under {}",
+                apps.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let read = |f: &str| fs::read_to_string(domain.join(f)).unwrap_or_default();
+        let (cpu_max, memory_max) = (read("cpu.max"), read("memory.max"));
+        let (_, v) = finish(child);
+        eprintln!(
+            "{}: domain cpu.max `{}`, memory.max `{}`",
+            scope.display(),
+            cpu_max.trim(),
+            memory_max.trim()
+        );
+        assert_eq!(cpu_max.trim(), "50000 100000");
+        assert_eq!(memory_max.trim(), (112u64 << 20).to_string());
+        assert_eq!(v["isolation"]["backend"], "cgroup-v2", "{}", v["isolation"]);
+        let start = Instant::now();
+        while scope.exists() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(!scope.exists(), "{} outlived synergy", scope.display());
+        let _ = Command::new("systemctl").args(["stop", &manager]).status();
+    }
 }
