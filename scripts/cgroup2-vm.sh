@@ -375,8 +375,9 @@ cmd_setup() {
   # One setup at a time; the runs that wait for it then find everything built.
   exec 9>"$cache/.lock"
   flock 9
-  # kmod: depmod, as the kernel package carries no modules.dep; e2fsprogs: mkfs.ext4 for the scratch disk.
-  ensure_packages kmod e2fsprogs
+  # kmod: depmod, as the kernel package carries no modules.dep; e2fsprogs: mkfs.ext4 for the scratch disk;
+  # systemd and dbus: PID 1 and the system bus of `run --systemd` (from the host's root, which the VM uses).
+  ensure_packages kmod e2fsprogs systemd dbus
   mkdir -p "$cache/kernel" "$cache/runs"
   ensure_tools
   ensure_kernel
