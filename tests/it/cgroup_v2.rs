@@ -454,7 +454,8 @@ mod systemd {
         (dirs, subtree.trim().to_string())
     }
 
-    /// Waits up to 10 s for `unit` to be gone from systemd and its cgroup `dir` removed.
+    /// Waits up to 10 s for `unit` to be gone from the system manager (a user manager's scope: by its
+    /// cgroup alone) and its cgroup `dir` removed.
     fn gone(unit: &str, dir: &Path) -> bool {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
@@ -478,32 +479,58 @@ mod systemd {
             .unwrap()
     }
 
-    /// Waits for synergy `pid`'s scope and the trial domain in it.
-    fn scope_and_domain(pid: u32) -> (PathBuf, PathBuf) {
+    /// Polls `found` every 50 ms until it gives something, for `limit` at most (failing with `what`).
+    fn wait_for<T>(what: &str, limit: Duration, mut found: impl FnMut() -> Option<T>) -> T {
         let start = Instant::now();
         loop {
-            if let Some(scope) = scope_of(pid) {
-                if let Some(d) = domain_in(&scope, pid) {
-                    return (scope, d);
-                }
+            if let Some(t) = found() {
+                return t;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(300),
-                "no delegated scope with a trial domain for synergy {pid}"
-            );
+            assert!(start.elapsed() < limit, "{what}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Waits for synergy `pid`'s scope and the trial domain in it.
+    fn scope_and_domain(pid: u32) -> (PathBuf, PathBuf) {
+        wait_for(
+            &format!("no delegated scope with a trial domain for synergy {pid}"),
+            Duration::from_secs(300),
+            || {
+                let scope = scope_of(pid)?;
+                domain_in(&scope, pid).map(|d| (scope, d))
+            },
+        )
+    }
+
+    /// What each test starts from: the host to itself and a spec on the scratch disk; `None` (after
+    /// saying so, or failing under CI) off a cgroup v2 host under systemd.
+    fn setup() -> Option<(common::HostGuard, RunSetup, PathBuf)> {
+        let host = serial();
+        if !systemd_host() {
+            return None;
+        }
+        let dir = RunSetup::new();
+        let spec = image_spec(&dir);
+        Some((host, dir, spec))
+    }
+
+    /// Asserts that `unit`'s cgroup `scope` went with synergy and `slice` is as `before`.
+    fn left_as_found(unit: &str, scope: &Path, slice: &Path, before: &(Vec<String>, String)) {
+        assert!(gone(unit, scope), "{unit} outlived synergy");
+        assert_eq!(
+            &slice_snapshot(slice),
+            before,
+            "the host's cgroups as found"
+        );
     }
 
     #[test]
     #[ignore = "needs systemd on a cgroup v2 host: scripts/cgroup2-vm.sh run --systemd runs it (CI does)"]
     fn from_a_shared_cgroup_synergy_takes_a_delegated_scope_that_goes_with_it() {
-        let _host = serial();
-        if !systemd_host() {
+        let Some((_host, _dir, spec)) = setup() else {
             return;
-        }
-        let dir = RunSetup::new();
-        let spec = image_spec(&dir);
+        };
         let slice = Path::new(V2).join("system.slice");
         let before = slice_snapshot(&slice);
         let limit = 112u64 << 20;
@@ -534,26 +561,18 @@ mod systemd {
             "{}",
             v["telemetry"]
         );
-        assert!(gone(&unit, &scope), "{unit} outlived synergy");
-        assert_eq!(
-            slice_snapshot(&slice),
-            before,
-            "the host's cgroups as found"
-        );
+        left_as_found(&unit, &scope, &slice, &before);
     }
 
     #[test]
     #[ignore = "needs systemd on a cgroup v2 host: scripts/cgroup2-vm.sh run --systemd runs it (CI does)"]
     fn a_scope_a_kill_9_left_running_is_stopped_by_the_next_start() {
-        let _host = serial();
-        if !systemd_host() {
+        let Some((_host, _dir, spec)) = setup() else {
             return;
-        }
-        let dir = RunSetup::new();
+        };
         // With a grandchild that writes no progress (as a launcher's helpers): neither the parent-death
         // signal synergy gives its child nor a broken progress pipe reaches it, so it outlives a
         // `kill -9` of synergy, and so does the scope.
-        let spec = image_spec(&dir);
         let text = fs::read_to_string(&spec).unwrap().replacen(
             r#"command = ["{synergy}""#,
             r#"command = ["sh", "-c", "sleep 600 & \"$0\" \"$@\"", "{synergy}""#,
@@ -567,7 +586,6 @@ mod systemd {
         let (scope, domain) = scope_and_domain(pid);
         let unit = format!("synergy-{pid}.scope");
         // Killed only once the helper runs: killed before, its shell would never start it.
-        let start = Instant::now();
         let helper = || {
             let procs = fs::read_to_string(domain.join("cgroup.procs")).unwrap_or_default();
             procs
@@ -577,16 +595,7 @@ mod systemd {
                 })
                 .map(str::to_string)
         };
-        let sleeper = loop {
-            if let Some(p) = helper() {
-                break p;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "the helper never started"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let sleeper = wait_for("the helper never started", Duration::from_secs(60), helper);
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(
@@ -601,15 +610,10 @@ mod systemd {
             stderr.contains(&format!("{unit} left by dead pid {pid}")),
             "nothing said of {unit}:\n{stderr}"
         );
-        assert!(gone(&unit, &scope), "{unit} still there");
+        left_as_found(&unit, &scope, &slice, &before);
         assert!(
             !Path::new("/proc").join(&sleeper).exists(),
             "the dead run's helper {sleeper} still runs"
-        );
-        assert_eq!(
-            slice_snapshot(&slice),
-            before,
-            "the host's cgroups as found"
         );
     }
 
@@ -619,10 +623,9 @@ mod systemd {
     #[test]
     #[ignore = "needs systemd on a cgroup v2 host: scripts/cgroup2-vm.sh run --systemd runs it (CI does)"]
     fn an_unprivileged_user_gets_a_scope_from_their_own_manager() {
-        let _host = serial();
-        if !systemd_host() {
+        let Some((_host, dir, spec)) = setup() else {
             return;
-        }
+        };
         let uid = String::from_utf8(
             Command::new("id")
                 .args(["-u", "nobody"])
@@ -639,8 +642,6 @@ mod systemd {
             .status()
             .unwrap()
             .success());
-        let dir = RunSetup::new();
-        let spec = image_spec(&dir);
         // The user reads the spec and dataset and writes its own temporary files there.
         assert!(Command::new("chmod")
             .args(["-R", "a+rwX"])
@@ -674,29 +675,25 @@ mod systemd {
             .spawn()
             .unwrap();
         let apps = Path::new(V2).join(format!("user.slice/user-{uid}.slice/{manager}/app.slice"));
-        let start = Instant::now();
-        let (scope, domain) = loop {
-            let found = fs::read_dir(&apps).ok().and_then(|entries| {
-                entries.flatten().map(|e| e.path()).find_map(|scope| {
-                    let name = scope.file_name()?.to_string_lossy().into_owned();
-                    let pid: u32 = name
-                        .strip_prefix("synergy-")?
-                        .strip_suffix(".scope")?
-                        .parse()
-                        .ok()?;
-                    domain_in(&scope, pid).map(|d| (scope, d))
-                })
-            });
-            if let Some(f) = found {
-                break f;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(300),
-                "no scope with a trial domain under {}",
-                apps.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let (scope, domain) = wait_for(
+            &format!("no scope with a trial domain under {}", apps.display()),
+            Duration::from_secs(300),
+            || {
+                fs::read_dir(&apps)
+                    .ok()?
+                    .flatten()
+                    .map(|e| e.path())
+                    .find_map(|scope| {
+                        let name = scope.file_name()?.to_string_lossy().into_owned();
+                        let pid: u32 = name
+                            .strip_prefix("synergy-")?
+                            .strip_suffix(".scope")?
+                            .parse()
+                            .ok()?;
+                        domain_in(&scope, pid).map(|d| (scope, d))
+                    })
+            },
+        );
         let read = |f: &str| fs::read_to_string(domain.join(f)).unwrap_or_default();
         let (cpu_max, memory_max) = (read("cpu.max"), read("memory.max"));
         let (_, v) = finish(child);
@@ -709,11 +706,8 @@ mod systemd {
         assert_eq!(cpu_max.trim(), "50000 100000");
         assert_eq!(memory_max.trim(), (112u64 << 20).to_string());
         assert_eq!(v["isolation"]["backend"], "cgroup-v2", "{}", v["isolation"]);
-        let start = Instant::now();
-        while scope.exists() && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        assert!(!scope.exists(), "{} outlived synergy", scope.display());
+        let unit = scope.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(gone(&unit, &scope), "{unit} outlived synergy");
         let _ = Command::new("systemctl").args(["stop", &manager]).status();
     }
 }
