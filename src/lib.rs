@@ -17,6 +17,7 @@ pub mod exec;
 pub mod fsutil;
 #[cfg(test)]
 mod fuzz;
+pub mod gres;
 pub mod import;
 pub mod isolate;
 pub mod leftovers;

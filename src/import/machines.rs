@@ -3,6 +3,7 @@
 //! Machines of one shape become one `[[servers]]` group of a cluster file (`sched::cluster`).
 
 use crate::error::InputError;
+use crate::gres::gpus_in_gres;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -125,9 +126,9 @@ pub fn parse_machines(
                 }
                 let mib = num(f[2], "memory")?;
                 (
-                    sinfo_gpus(f[3]).ok_or_else(|| {
-                        InputError::field(&at, "gres", format!("`{}` is not a GRES list", f[3]))
-                    })?,
+                    f64::from(gpus_in_gres(f[3]).map_err(|e| {
+                        InputError::field(&at, "gres", format!("{e}: not a GRES list"))
+                    })?),
                     num(f[1], "cpus")?,
                     mib * 1_048_576.0 / 1e9,
                 )
@@ -164,23 +165,6 @@ pub fn parse_machines(
     Ok(groups)
 }
 
-/// GPUs in a Slurm GRES list: `gpu:4`, `gpu:a100:4(S:0-1)`, `gpu:a100:2,gpu:v100:2`, `(null)` (none).
-fn sinfo_gpus(gres: &str) -> Option<f64> {
-    if gres == "(null)" {
-        return Some(0.0);
-    }
-    let mut total = 0.0;
-    for item in gres.split(',') {
-        let item = item.split('(').next()?;
-        let mut parts = item.split(':');
-        if parts.next()? != "gpu" {
-            continue;
-        }
-        total += parts.next_back()?.parse::<f64>().ok()?;
-    }
-    Some(total)
-}
-
 /// The groups as a cluster file (`[[servers]]` with count, gpus, cpus, memory_gb).
 pub fn to_cluster_toml(groups: &[MachineGroup]) -> String {
     #[derive(Serialize)]
@@ -188,18 +172,4 @@ pub fn to_cluster_toml(groups: &[MachineGroup]) -> String {
         servers: &'a [MachineGroup],
     }
     toml::to_string(&File { servers: groups }).expect("plain numbers serialize")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gres_lists() {
-        assert_eq!(sinfo_gpus("gpu:4"), Some(4.0));
-        assert_eq!(sinfo_gpus("gpu:a100:4(S:0-1)"), Some(4.0));
-        assert_eq!(sinfo_gpus("gpu:a100:2,gpu:v100:2,mps:100"), Some(4.0));
-        assert_eq!(sinfo_gpus("(null)"), Some(0.0));
-        assert_eq!(sinfo_gpus("gpu:x"), None);
-    }
 }
