@@ -799,7 +799,7 @@ fn trimmed_profile(v: &Value) -> Value {
 /// of it, and a write-read round trip.
 #[test]
 fn profile_files() {
-    use crate::profile::file::predict;
+    use crate::profile::predict::predict;
     use crate::profile::{Profile, ProfileError};
     let mut full = Vec::new();
     let mut small = Vec::new();
@@ -906,9 +906,10 @@ fn profile_files() {
 /// order (two on one line where a lone CR parts them); an accepted trace holds jobs in arrival order that fit the cluster.
 #[test]
 fn trace_csv() {
+    use crate::format::trace::parse_records;
+    use crate::format::trace::read_csv;
     use crate::sched::catalog::Catalog;
-    use crate::sim::table::read_csv;
-    use crate::sim::trace::{parse_records, GenConfig, Generator, GpuMode, JobListSeed};
+    use crate::sim::trace::{GenConfig, Generator, GpuMode, JobListSeed};
     let catalog = Catalog::load_dir(&repo().join("profiles/zoo")).unwrap();
     let generated = Generator::new(
         GenConfig {

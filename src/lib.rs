@@ -14,6 +14,7 @@ pub mod cancel;
 pub mod cli;
 pub mod error;
 pub mod exec;
+pub mod format;
 pub mod fsutil;
 #[cfg(test)]
 mod fuzz;

@@ -8,96 +8,17 @@
 //! for the dataset's real item sizes, with the active list's share calibrated by a memory-limited trial.
 //! docs/profile-format.md ("The model behind the matrix") has the formulas.
 
+pub use crate::format::profile::{
+    CostPoint, CpuCurve, CpuPoint, FetchModel, FootprintPoint, HitModel, LoaderQueue, MissCost,
+    Stage, StallModel, EPOCH_PARTS,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 
-/// Which cache serves repeated reads of the dataset, and so how memory turns into a hit ratio.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum HitModel {
-    /// A fixed subset that never evicts: h = min(1, cache / dataset).
-    Minio,
-    /// LRU under a fresh random permutation every epoch, simulated on the actual item sizes.
-    PageCache,
-}
-
-impl std::fmt::Display for HitModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HitModel::Minio => "minio",
-            HitModel::PageCache => "page-cache",
-        })
-    }
-}
-
-/// The stage that limits throughput at an allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Stage {
-    /// The GPU (or emulated accelerator) ingests no faster.
-    Accelerator,
-    /// Data loading and augmentation on the granted cores.
-    Preprocess,
-    /// Reading samples from storage (cache misses).
-    Fetch,
-}
-
-impl std::fmt::Display for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Stage::Accelerator => "accelerator",
-            Stage::Preprocess => "preprocessing",
-            Stage::Fetch => "fetch",
-        })
-    }
-}
-
-/// A measured point of the CPU axis: throughput with the dataset fully cached, i.e. min(G, P(c)).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CpuPoint {
-    /// Cores.
-    pub cpus: f64,
-    /// Samples per second.
-    pub samples_per_s: f64,
-}
-
-/// Monotone piecewise-linear P(c) through measured points. Measurement noise can make a curve dip where
-/// more cores cannot hurt; a running maximum restores monotonicity. Below the first point throughput
-/// scales with cores (loader workers are data-parallel); above the last it stays flat.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CpuCurve {
-    points: Vec<CpuPoint>,
-}
-
 impl CpuCurve {
-    /// A curve through `points` (any order; duplicates keep the later one).
-    pub fn new(mut points: Vec<CpuPoint>) -> Self {
-        points.retain(|p| p.cpus > 0.0 && p.samples_per_s.is_finite());
-        points.sort_by(|a, b| a.cpus.total_cmp(&b.cpus));
-        points.dedup_by(|later, earlier| {
-            if later.cpus == earlier.cpus {
-                earlier.samples_per_s = later.samples_per_s;
-                true
-            } else {
-                false
-            }
-        });
-        let mut best = 0.0f64;
-        for p in &mut points {
-            best = best.max(p.samples_per_s);
-            p.samples_per_s = best;
-        }
-        CpuCurve { points }
-    }
-
-    /// The (monotone) points.
-    pub fn points(&self) -> &[CpuPoint] {
-        &self.points
-    }
-
     /// Throughput at `cpus` cores with the dataset cached.
     pub fn at(&self, cpus: f64) -> f64 {
-        let pts = &self.points;
+        let pts = self.points();
         let Some(first) = pts.first() else {
             return 0.0;
         };
@@ -113,22 +34,6 @@ impl CpuCurve {
         }
         pts[pts.len() - 1].samples_per_s
     }
-}
-
-/// What fetching costs: mean sample size and the two bandwidths it is read at.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct FetchModel {
-    /// Mean bytes per sample.
-    pub mean_sample_bytes: f64,
-    /// Storage read bandwidth (a cache miss), bytes per second. Profiles before schema 1.1 leave it
-    /// `None` when storage never limited (then fetch is not a bottleneck at any hit ratio).
-    pub storage_bytes_per_s: Option<f64>,
-    /// `storage_bytes_per_s` is the rate a cold trial read at without being held up by storage: the
-    /// device is at least that fast.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub storage_lower_bound: bool,
-    /// Memory bandwidth (a cache hit), bytes per second.
-    pub memory_bytes_per_s: f64,
 }
 
 impl FetchModel {
@@ -156,9 +61,6 @@ pub fn minio_hit_ratio(cache_bytes: f64, dataset_bytes: f64) -> f64 {
     }
     (cache_bytes / dataset_bytes).clamp(0.0, 1.0)
 }
-
-/// Parts of an epoch the simulations count hits in separately: twentieths, in the order samples are read.
-pub const EPOCH_PARTS: usize = 20;
 
 /// A cache's steady hit ratio under per-epoch shuffling: over whole epochs, and by part of the epoch
 /// ([`EPOCH_PARTS`], in reading order). Under shuffling a cache hits early in an epoch (what the end of
@@ -485,52 +387,6 @@ fn simulate_two_lists(sizes: &[u64], capacity: u64, share: f64, seed: u64) -> Ep
     })
 }
 
-/// The fitted model of one workload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StallModel {
-    /// G: the accelerator's ingestion rate, samples per second.
-    pub accelerator_samples_per_s: f64,
-    /// P(c) (as min(G, P(c)), measured with the dataset cached).
-    pub cpu: CpuCurve,
-    /// F(h).
-    pub fetch: FetchModel,
-    /// Memory the workload needs besides its cache, bytes: the most seen at any core count.
-    pub footprint_bytes: u64,
-    /// The footprint seen at each measured core count (more cores run more loader workers, each with
-    /// buffers); interpolated between, and `footprint_bytes` where empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub footprint_points: Vec<FootprintPoint>,
-    /// What the workload keeps resident besides its cache at each measured core count (1.5): the
-    /// measured peak without the footprint's slack, and never more than at more cores. A memory limit
-    /// squeezes the page cache to the limit less this, so this (not the footprint, a safe lower bound
-    /// for the limit) sets the cache a limit leaves; the footprint where empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resident_points: Vec<FootprintPoint>,
-    /// Bytes in the dataset.
-    pub dataset_bytes: u64,
-    /// Which cache model turns memory into a hit ratio.
-    pub hit_model: HitModel,
-    /// What a cache miss costs on the job's own cores (absent before schema 1.1: misses cost only
-    /// storage bandwidth).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub miss_cost: Option<MissCost>,
-    /// The batches the loaders keep ready ahead of the accelerator (absent before schema 1.9: an epoch's
-    /// hits are taken at their mean).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loader_queue: Option<LoaderQueue>,
-}
-
-/// The batches a workload's loaders keep ready ahead of the accelerator: while hits last they run
-/// ahead of it by that many, which carries it into the misses that follow.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoaderQueue {
-    /// Samples per batch.
-    pub batch_samples: u32,
-    /// Batches each loader keeps queued or in the making.
-    pub batches_per_loader: u32,
-}
-
 impl LoaderQueue {
     /// Batches ready or in the making ahead of the accelerator at `cpus` cores, at least one.
     fn batches_ahead(&self, cpus: f64) -> usize {
@@ -542,26 +398,6 @@ impl LoaderQueue {
 const QUEUE_WARM_EPOCHS: usize = 2;
 /// The most steps an epoch's pipeline is simulated in (batches, or groups of them).
 const EPOCH_CHUNKS: usize = 2000;
-
-/// What a cache miss costs besides storage bandwidth, on the job's own cores.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MissCost {
-    /// CPU-seconds per sample with the dataset cached, at each core count the CPU sweep measured.
-    pub cpu_s_per_sample: Vec<CostPoint>,
-    /// Extra CPU-seconds per miss: the read path, page faults and reclaim, on the same cores as
-    /// preprocessing.
-    pub cpu_s_per_miss: f64,
-    /// Seconds a loader is blocked per miss while the device reads (its core idles unless the grant has
-    /// more loaders than cores).
-    pub wait_s_per_miss: f64,
-    /// How much more CPU every sample costs, relative, while a memory limit binds the page cache (the
-    /// cache cannot hold the dataset with room to spare). Profiles before 1.4 measured it from the cold
-    /// trial's all-hit second epoch, and it is charged as they wrote it; 1.4 writes 0: in steady state
-    /// no grid point showed it once each trial's core speed was accounted for, while one profile's
-    /// second epoch had read 15% (docs/profile-format.md, "The model behind the matrix").
-    #[serde(default)]
-    pub limited_overhead: f64,
-}
 
 /// Below this miss ratio a measured rate says too little about a miss's wait to bound it.
 const MIN_MISS_TO_BOUND_WAIT: f64 = 0.2;
@@ -578,15 +414,6 @@ pub const LIMIT_SLACK: f64 = 1.1;
 /// G (min(G, P)), so a rate within 1% of G says only that the loaders keep up.
 pub fn at_accelerator(samples_per_s: f64, accelerator_samples_per_s: f64) -> bool {
     samples_per_s >= 0.99 * accelerator_samples_per_s
-}
-
-/// CPU-seconds per sample at one core count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CostPoint {
-    /// Cores.
-    pub cpus: f64,
-    /// CPU-seconds per sample.
-    pub cpu_s_per_sample: f64,
 }
 
 impl MissCost {
@@ -652,15 +479,6 @@ impl MissCost {
     }
 }
 
-/// Memory the workload used besides its cache at one core count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct FootprintPoint {
-    /// Cores.
-    pub cpus: f64,
-    /// Bytes.
-    pub bytes: u64,
-}
-
 /// The footprint at `cpus` cores from the points measured per core count (monotone, linear between,
 /// flat outside), or `fallback` bytes where there are none.
 pub fn footprint_at(points: &[FootprintPoint], fallback: u64, cpus: f64) -> f64 {
@@ -673,7 +491,7 @@ pub fn footprint_at(points: &[FootprintPoint], fallback: u64, cpus: f64) -> f64 
             })
             .collect(),
     );
-    match (curve.points.first(), curve.points.last()) {
+    match (curve.points().first(), curve.points().last()) {
         (Some(first), _) if cpus <= first.cpus => first.samples_per_s,
         (Some(_), Some(last)) if cpus >= last.cpus => last.samples_per_s,
         (Some(_), Some(_)) => curve.at(cpus),

@@ -6,15 +6,17 @@
 //! The numbers are all made here (one `size` row per profile, partition and GPU count); the script only
 //! looks them up, so what a job gets is decided, and tested, in one place.
 
-mod table;
+mod check;
 
-pub use table::{check, parse_sinfo, Problem, Table, SINFO_FORMAT, TABLE_HEADER, TABLE_VERSION};
+pub use crate::format::advisor_table::{
+    Bound, Demand, NodeShape, Partition, Problem, Size, Table, TABLE_HEADER, TABLE_VERSION,
+};
+pub use check::{check, parse_sinfo, SINFO_FORMAT};
 
 use crate::error::InputError;
 use crate::import::machines::MachineGroup;
 use crate::profile::{Profile, ProfileError};
 use crate::sched::catalog::{Catalog, JobModel};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 /// The `job_submit.lua` an administrator installs beside `slurm.conf`.
@@ -23,30 +25,6 @@ pub const SCRIPT: &str = include_str!("job_submit.lua");
 pub const SCRIPT_FILE: &str = "job_submit.lua";
 /// The table's file name; the script reads it from its own directory.
 pub const TABLE_FILE: &str = "synergy-advisor.tsv";
-
-/// A Slurm partition's nodes, grouped by shape.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Partition {
-    /// Its name.
-    pub name: String,
-    /// Whether it is the cluster's default partition (jobs that name none go there).
-    pub default: bool,
-    /// Its nodes with GPUs, one entry per shape.
-    pub shapes: Vec<NodeShape>,
-}
-
-/// Nodes of one shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct NodeShape {
-    /// How many nodes have it.
-    pub nodes: u32,
-    /// GPUs each.
-    pub gpus: u32,
-    /// Cores (Slurm CPUs) each.
-    pub cpus: u32,
-    /// Memory each, in Slurm's MB (MiB).
-    pub memory_mb: u64,
-}
 
 impl NodeShape {
     /// The shape of a machine group read from `sinfo` (cores whole, memory back in MiB).
@@ -58,23 +36,6 @@ impl NodeShape {
             memory_mb: (g.memory_gb * 1e9 / 1_048_576.0).round() as u64,
         }
     }
-}
-
-/// What a profile asks of each GPU, as the table records it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Demand {
-    /// The profile's `workload.name`: what `--comment=synergy:NAME` names.
-    pub name: String,
-    /// Best-case cores per GPU.
-    pub cpus_per_gpu: f64,
-    /// Best-case memory per GPU, GiB.
-    pub memory_gib_per_gpu: f64,
-    /// Whether the job may get less than the GPU-proportional share (`--allow-below-share`).
-    pub below_share: bool,
-    /// The profile file (absolute where it could be resolved).
-    pub source: PathBuf,
-    /// The profile file's modification time, Unix seconds: a table older than it is stale.
-    pub source_mtime_s: u64,
 }
 
 impl Demand {
@@ -96,48 +57,6 @@ impl Demand {
 pub(crate) fn mtime_s(p: &Path) -> Option<u64> {
     let t = std::fs::metadata(p).ok()?.modified().ok()?;
     Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs())
-}
-
-/// What set a number of a [`Size`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Bound {
-    /// The profile's best-case demand.
-    Demand,
-    /// The GPU-proportional share (the demand was below it).
-    Share,
-    /// The node (the demand or the share was above it).
-    Node,
-}
-
-impl Bound {
-    /// Its word in the table and in the messages jobs get.
-    pub fn word(self) -> &'static str {
-        match self {
-            Bound::Demand => "demand",
-            Bound::Share => "share",
-            Bound::Node => "node",
-        }
-    }
-}
-
-/// What a job of one profile asking for `gpus` GPUs on one node of a partition is given.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Size {
-    /// The profile.
-    pub profile: String,
-    /// The partition.
-    pub partition: String,
-    /// GPUs the job asks for.
-    pub gpus: u32,
-    /// Cores (`cpus_per_task` of its one task).
-    pub cpus: u32,
-    /// Memory, Slurm MB (MiB) per node.
-    pub memory_mb: u64,
-    /// What set the cores.
-    pub cpus_by: Bound,
-    /// What set the memory.
-    pub memory_by: Bound,
 }
 
 /// The cores and memory of a job of `d` asking for `gpus` GPUs on `partition`: its demand times its GPUs,

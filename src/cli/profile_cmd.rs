@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// Runs `profile refine`: reads every observation log `--from` names, refines the profile, writes it.
 fn refine_cmd(args: RefineArgs) -> anyhow::Result<i32> {
-    use crate::exec::observe;
+    use crate::format::observation as observe;
     let origin = args.profile.display().to_string();
     let profile = Profile::read(&args.profile)?;
     let mut logs = Vec::new();
@@ -185,13 +185,13 @@ pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
     let p = Profile::read(&args.profile)?;
     check_positive("--cpus", args.cpus)?;
     check_positive("--mem", args.mem)?;
-    let v = crate::profile::file::predict(&p, args.cpus, args.mem);
+    let v = crate::profile::predict::predict(&p, args.cpus, args.mem);
     if args.json {
         /// The prediction, and what the profile's trials were isolated by.
         #[derive(serde::Serialize)]
         struct Answer<'a> {
             #[serde(flatten)]
-            prediction: &'a crate::profile::file::ProfilePrediction,
+            prediction: &'a crate::profile::predict::ProfilePrediction,
             isolation: Option<&'a str>,
             limits_enforced: Option<crate::isolate::Limits>,
         }

@@ -476,7 +476,7 @@ pub(super) fn render_prediction(
     p: &Profile,
     cpus: f64,
     mem_gib: f64,
-    v: &crate::profile::file::ProfilePrediction,
+    v: &crate::profile::predict::ProfilePrediction,
 ) -> String {
     format!(
         "{} at {} cores, {} GiB: {}{:.2}x proportional{}\n{}",

@@ -71,7 +71,7 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
     let failed = report
         .jobs
         .iter()
-        .any(|j| j.status == crate::exec::state::JobStatus::Failed);
+        .any(|j| j.status == crate::format::run_state::JobStatus::Failed);
     Ok(if failed { EXIT_FAILURE } else { 0 })
 }
 

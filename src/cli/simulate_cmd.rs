@@ -213,7 +213,8 @@ fn trace_source(
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::new(&origin, format!("cannot read the trace: {e}")))?;
-        let jobs = trace::parse_csv(&text, &origin, catalog, s.cluster.total_gpus())?;
+        let jobs =
+            crate::format::trace::parse_csv(&text, &origin, catalog, s.cluster.total_gpus())?;
         return Ok(TraceSource::Jobs(jobs));
     }
     let g = GenConfig {

@@ -8,12 +8,12 @@
 
 use super::jobs::JobList;
 use super::plan::{cluster_of, Planner};
-use super::state::{unix_now_s, JobRecord, JobStatus, RunState, SCHEMA};
 use super::{
     job_state_dir, Allocation, Backend, Change, ExecError, JobExit, JobLaunch, ServerInfo, Work,
 };
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::format::run_state::{JobRecord, JobStatus, RunState, SCHEMA};
 use crate::sched::{self, JobState};
 use crate::units::Cores;
 use serde::Serialize;
@@ -354,7 +354,7 @@ fn open_state(
         source: e,
     })?;
     state.executor_pid = std::process::id();
-    state.write(&cfg.state_path)?;
+    save_state(&state, &cfg.state_path)?;
     Ok(state)
 }
 
@@ -524,7 +524,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 changed = true;
             }
             if changed || self.clock.monotonic_s() - self.saved_at >= SAVE_EVERY.as_secs_f64() {
-                self.state.write(&self.cfg.state_path)?;
+                save_state(&self.state, &self.cfg.state_path)?;
                 self.saved_at = self.clock.monotonic_s();
             }
             self.clock.sleep(TICK);
@@ -803,7 +803,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 self.live[i].allocation = None;
             }
         }
-        self.state.write(&self.cfg.state_path)
+        save_state(&self.state, &self.cfg.state_path)
     }
 
     /// The run's report: every job's real JCT beside its `predicted` one.
@@ -1050,6 +1050,21 @@ fn resume_state(
 
 mod learn;
 mod preview;
+/// Replaces the run's state file atomically.
+fn save_state(state: &RunState, path: &Path) -> Result<(), ExecError> {
+    state.write(path).map_err(|source| ExecError::Io {
+        context: "saving the run state".to_string(),
+        source,
+    })
+}
+
+/// Seconds since the Unix epoch, now.
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 #[cfg(test)]
 mod tests;
 

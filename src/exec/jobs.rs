@@ -3,9 +3,9 @@
 
 use super::{ExecError, Work};
 use crate::error::InputError;
+use crate::format::trace::TraceJob;
 use crate::profile::Profile;
 use crate::sched::catalog::{Catalog, JobModel};
-use crate::sim::trace::TraceJob;
 use crate::units::{Bytes, GIB};
 use crate::workload::WorkloadSpec;
 use serde::Deserialize;

@@ -18,9 +18,9 @@ pub mod observe;
 pub mod plan;
 pub mod slurm;
 pub mod slurm_backend;
-pub mod state;
 
 use crate::error::InputError;
+pub use crate::format::run_state::{AllocPart, Allocation, JobHandle};
 use crate::isolate::IsolateError;
 use crate::units::{Bytes, Cores};
 use crate::workload::{WorkloadError, WorkloadSpec};
@@ -59,6 +59,15 @@ pub enum ExecError {
     Other(String),
 }
 
+impl From<crate::format::observation::LogError> for ExecError {
+    fn from(e: crate::format::observation::LogError) -> Self {
+        ExecError::Io {
+            context: e.context,
+            source: e.source,
+        }
+    }
+}
+
 impl ExecError {
     /// A backend was asked to start a job it already runs (an executor bug, not the user's).
     pub fn already_started(job: &str) -> ExecError {
@@ -91,49 +100,6 @@ pub struct ServerInfo {
     /// Jobs get whole cores and whole MiB only (a Slurm node): the planner rounds the mechanism's shares.
     #[serde(default)]
     pub whole_cores: bool,
-}
-
-/// What one job holds this round: one part per server it runs on, in server order. Most jobs have one
-/// part; a job the mechanism spreads over several servers (docs/run.md, "Jobs over several servers") has
-/// one on each, and a backend that can run it starts one task per server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(from = "AllocationRepr")]
-pub struct Allocation {
-    /// Its share of each server, in server order; never empty.
-    pub parts: Vec<AllocPart>,
-}
-
-/// What one job holds on one server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AllocPart {
-    /// Index of the server in [`Backend::servers`].
-    pub server: usize,
-    /// GPU ids.
-    pub gpus: Vec<u32>,
-    /// CPU cores (fractional ones are held with a CFS quota on the local backend).
-    pub cpus: Cores,
-    /// Specific core ids (the cpuset); a backend that only counts cores uses `ceil(cpus)`.
-    pub cores: Vec<usize>,
-    /// Memory limit.
-    pub memory: Bytes,
-}
-
-/// An allocation as state files hold it: `{"parts": [...]}`, or one part's fields at the top level, as
-/// files written before jobs could spread over servers have it.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum AllocationRepr {
-    Parts { parts: Vec<AllocPart> },
-    OneServer(AllocPart),
-}
-
-impl From<AllocationRepr> for Allocation {
-    fn from(r: AllocationRepr) -> Allocation {
-        match r {
-            AllocationRepr::Parts { parts } => Allocation { parts },
-            AllocationRepr::OneServer(p) => Allocation::on_one(p),
-        }
-    }
 }
 
 impl Allocation {
@@ -258,17 +224,6 @@ pub enum Change {
     /// Nothing the backend controls changed (Slurm picks core and GPU ids itself), or the job is paused
     /// and takes the allocation when it resumes.
     Same,
-}
-
-/// What the state file records of a live job so that a later executor can clean it up.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobHandle {
-    /// Process id of the workload (its process-group leader).
-    pub pid: Option<i32>,
-    /// The isolation domain's name (a cgroup name on the local backend).
-    pub domain: Option<String>,
-    /// The backend's own job id (a Slurm job id).
-    pub backend_id: Option<String>,
 }
 
 /// Where jobs run: one shared server with cgroups ([`local::LocalBackend`]), or a Slurm cluster. The

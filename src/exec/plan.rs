@@ -536,7 +536,7 @@ mod tests {
                 record_rounds: true,
                 semantics: sim_semantics,
             };
-            let trace = vec![crate::sim::trace::TraceJob {
+            let trace = vec![crate::format::trace::TraceJob {
                 id: 0,
                 model: 0,
                 arrival_s: 0.0,

@@ -16,8 +16,9 @@ mod philly;
 pub mod time;
 
 use crate::error::InputError;
+use crate::format::trace::TraceJob;
+pub use crate::format::trace::{to_csv, ImportedJob};
 use crate::sched::catalog::Catalog;
-use crate::sim::trace::TraceJob;
 use assign::{Assigner, ModelRule};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -239,29 +240,6 @@ impl<'a> Sink<'a> {
             }
         }
     }
-}
-
-/// One imported job: the simulator's trace row and what the source said of it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ImportedJob {
-    /// Id (0, 1, ... in arrival order).
-    pub id: u64,
-    /// Model (a profile's `workload.name`).
-    pub model: String,
-    /// Arrival, seconds after the first kept submission (scaled by the load factor).
-    pub arrival_s: f64,
-    /// Work, iterations.
-    pub iters: u64,
-    /// GPUs.
-    pub gpus: u32,
-    /// The trace's own id.
-    pub source_id: String,
-    /// Run time in the trace, seconds.
-    pub duration_s: f64,
-    /// Cores the job asked for, where the trace says.
-    pub req_cpus: Option<f64>,
-    /// Memory the job asked for, decimal GB, where the trace says.
-    pub req_mem_gb: Option<f64>,
 }
 
 /// Everything an import did, for stderr and `--json`.
@@ -491,38 +469,4 @@ pub fn trace_jobs(jobs: &[ImportedJob], catalog: &Catalog) -> Vec<TraceJob> {
             gpus: j.gpus,
         })
         .collect()
-}
-
-/// The trace CSV of imported jobs: the simulator's five columns, then the source's id, run time and
-/// requests (empty where the trace has none).
-pub fn to_csv(jobs: &[ImportedJob]) -> Result<Vec<u8>, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "id",
-        "model",
-        "arrival_s",
-        "iters",
-        "gpus",
-        "source_id",
-        "duration_s",
-        "req_cpus",
-        "req_mem_gb",
-    ])?;
-    // Millisecond precision: what every source has at most, without float noise in the file.
-    let num = |x: f64| ((x * 1000.0).round() / 1000.0).to_string();
-    let opt = |x: Option<f64>| x.map(num).unwrap_or_default();
-    for j in jobs {
-        w.write_record([
-            j.id.to_string(),
-            j.model.clone(),
-            num(j.arrival_s),
-            j.iters.to_string(),
-            j.gpus.to_string(),
-            j.source_id.clone(),
-            num(j.duration_s),
-            opt(j.req_cpus),
-            opt(j.req_mem_gb),
-        ])?;
-    }
-    w.into_inner().map_err(|e| e.into_error().into())
 }

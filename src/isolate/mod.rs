@@ -11,48 +11,10 @@ pub(crate) mod cpus;
 pub mod ledger;
 pub mod pagecache;
 
+pub use crate::format::trial::{IsolationKind, Limits};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use serde::{Deserialize, Serialize};
 use std::os::fd::RawFd;
-
-/// Which isolation backend enforces a budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum IsolationKind {
-    /// cgroup v1 controllers (cpu, cpuacct, cpuset, memory, blkio, freezer).
-    CgroupV1,
-    /// The unified cgroup v2 hierarchy.
-    CgroupV2,
-    /// `sched_setaffinity` only: whole cores, no memory or storage limits.
-    Affinity,
-    /// Slurm's own (its task/cgroup plugin, on the node): what a run's jobs on the Slurm backend ran
-    /// under. Synergy never makes such a domain itself, so it is no `--isolation` choice.
-    #[value(skip)]
-    Slurm,
-}
-
-impl std::fmt::Display for IsolationKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            IsolationKind::CgroupV1 => "cgroup-v1",
-            IsolationKind::CgroupV2 => "cgroup-v2",
-            IsolationKind::Affinity => "affinity",
-            IsolationKind::Slurm => "slurm",
-        })
-    }
-}
-
-/// Which kinds of limit a backend enforces (or a plan needs).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// Part of a core (a CFS quota); without it a fractional budget gets whole cores.
-    pub fractional_cores: bool,
-    /// A memory limit that bounds the page cache.
-    pub memory: bool,
-    /// A storage read-bandwidth limit.
-    pub storage: bool,
-}
 
 impl Limits {
     /// What `needed` asks that `self` does not enforce, in words.

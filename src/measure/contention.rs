@@ -5,9 +5,9 @@
 //! statistics, tell a trial that lacked CPU because others used it from one that simply needed less.
 //! docs/profile-format.md ("Disturbed trials") states the rule.
 
+pub use crate::format::trial::{Disturbance, Pressure};
 use crate::isolate::DomainStats;
 use procfs::{Current, CurrentSI};
-use serde::{Deserialize, Serialize};
 
 /// A trial lacked CPU when it got less than this fraction of its grant...
 const SHORTFALL_FRACTION: f64 = 0.10;
@@ -83,63 +83,6 @@ fn waited_ns(pids: &[i32]) -> Option<u64> {
         }
     }
     sum
-}
-
-/// Fractions of a window the host spent with some task stalled on each resource (PSI `some`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Pressure {
-    /// Waiting for a CPU.
-    pub cpu: f64,
-    /// Waiting for I/O.
-    pub io: f64,
-    /// Waiting for memory (reclaim, refaults).
-    pub memory: f64,
-}
-
-/// What a trial got against what it was granted over its measured window, and the verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Disturbance {
-    /// The trial got clearly less CPU than granted while other work ran on its cores (or a cgroup above
-    /// it was throttled), and its tasks were waiting to run: its throughput is not this allocation's. (A
-    /// profile clears it on a trial that ran at the accelerator's rate, which no allocation exceeds.)
-    pub disturbed: bool,
-    /// Why, in words, when disturbed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Cores granted.
-    pub granted_cores: f64,
-    /// CPU time the domain used over wall time.
-    pub got_cores: f64,
-    /// CPU time other work used on the domain's cores (hypervisor steal included) over wall time.
-    pub other_cores: f64,
-    /// Of that, time stolen by the hypervisor.
-    pub steal_cores: f64,
-    /// Time the domain's threads were runnable but not running, over wall time; `None` where it cannot
-    /// be read.
-    pub waited_cores: Option<f64>,
-    /// CFS periods the domain's own quota throttled it (expected with fractional cores).
-    pub throttled_periods: Option<u64>,
-    /// CFS periods a cgroup above the domain was throttled.
-    pub enclosing_throttled_periods: Option<u64>,
-    /// The host's pressure over the window.
-    pub host_pressure: Option<Pressure>,
-    /// The domain's own pressure over the window (cgroup v2): CPU, I/O and memory stalls of its tasks
-    /// alone, which a memory or storage limit causes and another tenant does not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain_pressure: Option<Pressure>,
-    /// The speed probe on the domain's first core: its mean over the window, operations per
-    /// CPU-second of the calibration kernel ([`crate::measure::hostspeed`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core_ops_per_cpu_s: Option<f64>,
-    /// Its fastest reading during the trial.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core_best_ops_per_cpu_s: Option<f64>,
-    /// Length of the window, seconds.
-    pub window_s: f64,
-    /// Disturbed by its core's speed alone: the speed probe read the core slow against its fastest
-    /// reading during the trial, and no other work showed on it (the machine under this one).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub slowed_alone: bool,
 }
 
 impl Disturbance {

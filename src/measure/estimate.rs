@@ -1,6 +1,7 @@
 //! Throughput estimation from progress events: excludes warm-up, estimates samples per second with a 95%
 //! confidence interval (batch means over consecutive steps), and decides when a trial can stop.
 
+pub use crate::format::trial::{Estimate, StopReason};
 use serde::{Deserialize, Serialize};
 
 /// When to start measuring and when to stop.
@@ -101,72 +102,6 @@ impl Default for EstimatorConfig {
             first_epoch_only: false,
             whole_epochs: false,
         }
-    }
-}
-
-/// A throughput estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    /// Samples per second over the measured window.
-    pub samples_per_s: f64,
-    /// Half-width of the 95% confidence interval, samples per second.
-    pub ci95_half_width: f64,
-    /// Steps in the measured window.
-    pub measured_steps: u64,
-    /// Length of the measured window, seconds.
-    pub measured_s: f64,
-    /// Time excluded as warm-up, seconds from the first step.
-    pub warmup_s: f64,
-    /// Where the measured window starts, in the time base of the observations.
-    pub window_start_s: f64,
-    /// Whole epochs the window covers when it was asked to measure whole epochs (0: the window covers
-    /// part of one, or epochs were not asked for).
-    #[serde(default)]
-    pub whole_epochs: u64,
-}
-
-impl Estimate {
-    /// Half-width relative to the mean.
-    pub fn rel_half_width(&self) -> f64 {
-        if self.samples_per_s > 0.0 {
-            self.ci95_half_width / self.samples_per_s
-        } else {
-            f64::INFINITY
-        }
-    }
-}
-
-/// Why a trial stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    /// The confidence interval reached the requested precision.
-    Converged,
-    /// The longest allowed trial time passed.
-    MaxDuration,
-    /// The workload exited by itself.
-    WorkloadExited,
-    /// The workload stopped reporting progress.
-    NoProgress,
-    /// The user interrupted (SIGINT or SIGTERM).
-    Interrupted,
-    /// The first epoch ended (with `first_epoch_only`).
-    EpochEnded,
-    /// A real run's round ended: the window of an observation, not a trial (docs/run.md).
-    RoundEnded,
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            StopReason::Converged => "converged",
-            StopReason::MaxDuration => "reached --max-seconds",
-            StopReason::WorkloadExited => "workload exited",
-            StopReason::NoProgress => "no progress",
-            StopReason::Interrupted => "interrupted",
-            StopReason::EpochEnded => "first epoch ended",
-            StopReason::RoundEnded => "the round ended",
-        })
     }
 }
 

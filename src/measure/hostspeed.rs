@@ -2,7 +2,7 @@
 //! to 2x, so a profile records the calibration beside its numbers, taken before and after, to say how fast
 //! the machine that made it was and whether its speed held while it ran.
 
-use serde::{Deserialize, Serialize};
+pub use crate::format::trial::CpuCalibration;
 use std::time::Instant;
 
 /// Timed repeats of the kernel (after one untimed warm-up repeat).
@@ -15,23 +15,6 @@ const BUF_WORDS: usize = 512;
 const PASSES_PER_REPEAT: u64 = 10_000;
 /// Kernel operations per repeat: one per buffer word per pass.
 const OPS_PER_REPEAT: u64 = PASSES_PER_REPEAT * BUF_WORDS as u64;
-
-/// The result of [`cpu_calibration`]: kernel operations per second on one thread.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CpuCalibration {
-    /// Operations per wall-clock second in the fastest repeat (the least disturbed by other tenants).
-    pub ops_per_s: f64,
-    /// Operations per second of the thread's own CPU time over all repeats, which other tenants lower
-    /// only through shared caches, not by taking the core.
-    pub ops_per_cpu_s: f64,
-    /// Relative spread of the repeats' wall-clock rates, max/min - 1: near 0 on a quiet host.
-    pub spread: f64,
-    /// Timed repeats.
-    pub repeats: u32,
-    /// The core the thread was pinned to; `None` when none was asked for or pinning failed (a core
-    /// outside this process's cpuset), and the thread ran wherever the scheduler put it.
-    pub core: Option<usize>,
-}
 
 /// How much further a data pipeline's CPU-bound rate moves than the speed probe's kernel when the host's
 /// speed drifts: the rate goes as the probe's reading to this power. The kernel stays in L1, while a

@@ -1,77 +1,10 @@
 //! Per-trial telemetry: CPU time, storage reads and page cache of the isolation domain, and GPU
 //! utilization, memory and SM clock through NVML where a GPU exists (no GPU is a normal, silent case).
 
+pub use crate::format::trial::{AppCacheCounts, GpuTelemetry, Telemetry};
 use crate::isolate::DomainStats;
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::Nvml;
-use serde::{Deserialize, Serialize};
-
-/// What a trial used, summarised.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Telemetry {
-    /// CPU time of every task in the domain over the whole trial, seconds.
-    pub cpu_seconds: f64,
-    /// Mean cores busy over the measured window.
-    pub cpu_cores_used: Option<f64>,
-    /// Bytes read from storage over the whole trial.
-    pub storage_read_bytes: Option<u64>,
-    /// Storage read rate over the measured window, bytes per second.
-    pub storage_read_bytes_per_s: Option<f64>,
-    /// Bytes read from storage per sample over the measured window: with the bytes a miss reads, this
-    /// gives the cache's miss ratio.
-    #[serde(default)]
-    pub storage_read_bytes_per_sample: Option<f64>,
-    /// Largest page cache charged to the domain during the trial.
-    pub page_cache_peak_bytes: Option<u64>,
-    /// Largest memory (resident plus cache) charged to the domain during the trial.
-    pub memory_peak_bytes: Option<u64>,
-    /// Largest memory charged to the domain besides its page cache, from one reading of both: what a
-    /// memory limit cannot reclaim. Files the job itself reads first (PyTorch's libraries, about 1 GiB,
-    /// charged to whichever trial loads them first) are page cache, not resident. Absent before schema
-    /// 1.6.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resident_peak_bytes: Option<u64>,
-    /// Application-cache hits and misses the workload reported after warm-up.
-    pub app_cache: Option<AppCacheCounts>,
-    /// GPU figures, when NVML found a GPU.
-    pub gpu: Option<GpuTelemetry>,
-}
-
-/// Application-cache counts reported on the progress protocol.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct AppCacheCounts {
-    /// Samples served from the cache.
-    pub hits: u64,
-    /// Samples read from storage.
-    pub misses: u64,
-}
-
-impl AppCacheCounts {
-    /// Hits over all lookups.
-    pub fn hit_ratio(&self) -> f64 {
-        let n = self.hits + self.misses;
-        if n == 0 {
-            0.0
-        } else {
-            self.hits as f64 / n as f64
-        }
-    }
-}
-
-/// GPU figures averaged over a trial's samples.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct GpuTelemetry {
-    /// Device names.
-    pub devices: Vec<String>,
-    /// Mean GPU utilization, percent (mean over devices and samples).
-    pub utilization_pct: f64,
-    /// Largest memory used on any device, bytes.
-    pub memory_used_peak_bytes: u64,
-    /// Mean SM clock, MHz.
-    pub sm_clock_mhz: f64,
-    /// Samples taken.
-    pub samples: u64,
-}
 
 /// Samples NVML during a trial. Holds the library open for the whole trial, as NVML expects.
 pub struct GpuSampler {

@@ -3,8 +3,8 @@
 
 use super::{Kind, PlotError};
 use crate::error::InputError;
+use crate::format::trace::{read_csv, CsvRecord};
 use crate::sim::metrics::SimResult;
-use crate::sim::table::{read_csv, CsvRecord};
 use std::path::Path;
 
 /// One simulated configuration, as the charts see it.

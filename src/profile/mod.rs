@@ -2,12 +2,11 @@
 //! derived from the data-stall model, and the versioned profile file (`synergy-profile/1`) with its reader,
 //! validator and CSV export.
 
-pub mod file;
+pub use crate::format::profile as file;
 pub mod matrix;
 pub mod plan;
-mod predict;
+pub mod predict;
 pub mod refine;
-mod validate;
 pub mod zoo;
 
 pub use file::{Profile, ProfileError, SCHEMA};

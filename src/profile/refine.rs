@@ -1,5 +1,5 @@
 //! Refinement: a profile learns from what real runs observed (docs/profile-format.md, "Refinement";
-//! docs/architecture.md §4). Observations of a run ([`crate::exec::observe`]) are pooled per allocation
+//! docs/architecture.md §4). Observations of a run ([`crate::format::observation`]) are pooled per allocation
 //! and become trials of their own role (`observed`); the fitted model is then moved to them, never
 //! re-fitted from nothing, and the matrix, per-GPU view and demand are rebuilt from it with
 //! [`matrix::build`], as profiling builds them:
@@ -22,14 +22,14 @@
 use super::file::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
 use super::matrix;
 use crate::error::InputError;
-use crate::exec::observe::Observation;
+use crate::format::observation::Observation;
+pub use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
 use crate::measure::estimate::{Estimate, StopReason};
 use crate::measure::telemetry::Telemetry;
 use crate::measure::trial::{IsolationReport, TrialAllocation, TrialResult, TRIAL_SCHEMA};
 use crate::measure::CacheState;
 use crate::stall::{CostPoint, CpuCurve, CpuPoint, LIMIT_SLACK};
 use crate::units::{Cores, GIB};
-use serde::{Deserialize, Serialize};
 
 /// Allocations whose cores differ by less than this are one.
 const SAME_CORES: f64 = 0.01;
@@ -42,94 +42,6 @@ const NEAR_G: f64 = 0.95;
 const USED_ITS_CORES: f64 = 0.85;
 /// Golden-section steps of the miss-cost search (the interval shrinks to 0.618^60 of its width).
 const SEARCH_STEPS: usize = 60;
-
-/// What a refinement did, recorded in the profile (`refinement`) and printed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Refinement {
-    /// The observation logs it read.
-    pub from: Vec<String>,
-    /// Observations of this profile's workload in them.
-    pub observations: usize,
-    /// Of those, disturbed by other work (left out unless `included_disturbed`).
-    pub disturbed: usize,
-    /// Whether disturbed observations were folded in too.
-    #[serde(default)]
-    pub included_disturbed: bool,
-    /// Of those, left out because the job ran on another GPU count than the profile's.
-    pub other_gpus: usize,
-    /// Per allocation: observed against predicted before and after.
-    pub points: Vec<RefinedPoint>,
-    /// Per observed core count: observed over the profile's curve, the host's speed against the profile's.
-    pub cpu_speed: Vec<SpeedRatio>,
-    /// The miss cost's search, where memory-limited and unlimited allocations were both observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub miss_cost: Option<MissCostRefit>,
-    /// Cells raised so that no column falls with more cores.
-    pub raised_cells: usize,
-    /// What moved and why, in words.
-    pub because: Vec<String>,
-}
-
-/// One pooled allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RefinedPoint {
-    /// Cores.
-    pub cpus: f64,
-    /// Memory, GiB.
-    pub memory_gib: f64,
-    /// Whether the memory limit binds the cache there (cache below 1.1x the dataset).
-    pub memory_limited: bool,
-    /// Observed samples per second, pooled (time-weighted).
-    pub observed_samples_per_s: f64,
-    /// Its 95% half-width.
-    pub observed_ci95: f64,
-    /// Observations pooled.
-    pub observations: usize,
-    /// The model's prediction before refinement, samples per second.
-    pub predicted_before: f64,
-    /// After.
-    pub predicted_after: f64,
-}
-
-impl RefinedPoint {
-    /// (predicted - observed) / observed, before refinement.
-    pub fn error_before(&self) -> f64 {
-        rel_error(self.predicted_before, self.observed_samples_per_s)
-    }
-    /// After.
-    pub fn error_after(&self) -> f64 {
-        rel_error(self.predicted_after, self.observed_samples_per_s)
-    }
-}
-
-/// (predicted - observed) / observed.
-pub fn rel_error(predicted: f64, observed: f64) -> f64 {
-    (predicted - observed) / observed.max(1e-9)
-}
-
-/// Observed over profiled at one core count.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SpeedRatio {
-    /// Cores.
-    pub cpus: f64,
-    /// Observed / profiled.
-    pub ratio: f64,
-}
-
-/// The miss cost before and after its search.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MissCostRefit {
-    /// CPU-seconds per miss, before.
-    pub cpu_s_per_miss_before: f64,
-    /// After.
-    pub cpu_s_per_miss_after: f64,
-    /// Memory-limited allocations it was fitted to.
-    pub points: usize,
-}
 
 /// Observations pooled at one allocation.
 #[derive(Debug, Clone)]
@@ -763,7 +675,7 @@ pub fn cell_sources(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::observe::tests::observation;
+    use crate::format::observation::tests::observation;
 
     fn image() -> Profile {
         Profile::read(std::path::Path::new("profiles/image.json")).unwrap()
@@ -971,7 +883,7 @@ mod tests {
     #[test]
     fn a_recorded_log_refines_deterministically_and_monotonically() {
         let log = std::path::Path::new("tests/data/image-on-audio.observations.jsonl");
-        let obs = crate::exec::observe::read_log(log).unwrap();
+        let obs = crate::format::observation::read_log(log).unwrap();
         assert!(obs.len() >= 10, "{}", obs.len());
         let from = vec![log.display().to_string()];
         for name in ["audio", "image"] {

@@ -2,7 +2,7 @@
 //! demand, iteration time, class), loaded by `workload.name` from a directory of profiles.
 
 use crate::error::InputError;
-use crate::profile::file::interpolate;
+use crate::profile::predict::interpolate;
 use crate::profile::{Profile, ProfileError};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -192,4 +192,13 @@ fn collect_json(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+impl crate::format::trace::ModelNames for Catalog {
+    fn index(&self, name: &str) -> Option<usize> {
+        Catalog::index(self, name)
+    }
+    fn names(&self) -> String {
+        Catalog::names(self)
+    }
 }

@@ -5,9 +5,10 @@
 
 use super::metrics::{FinishedJob, RoundRecord, SimResult};
 use super::semantics::{RoundEnd, SimSemantics};
-use super::trace::{GenConfig, Generator, GpuMode, TraceJob};
+use super::trace::{GenConfig, Generator, GpuMode};
 use super::SimError;
 use crate::error::InputError;
+use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState};
 use crate::sched::place::speeds;

@@ -2,7 +2,6 @@
 //! spreadsheets and as Parquet for dataframe tools, from one definition so the two never disagree; and
 //! [`read_csv`], how the crate reads CSV back (traces, and these tables for the charts).
 
-use crate::error::InputError;
 use parquet::basic::{Compression, LogicalType, Repetition, Type as PhysicalType};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
@@ -140,68 +139,10 @@ impl Table {
     }
 }
 
-/// One record of a CSV file: the line it starts on (1-based, as an editor counts) and its fields, trimmed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CsvRecord {
-    /// Line of the file where the record starts.
-    pub line: u64,
-    /// Fields, with surrounding spaces trimmed (inside quotes too).
-    pub fields: Vec<String>,
-}
-
-/// Reads CSV text (a header is just the first record) through the csv crate: quoted fields (holding
-/// commas, doubled quotes or line breaks), LF or CRLF line ends, and a UTF-8 byte-order mark before the
-/// first record, which spreadsheets write. As in RFC 4180, a quote opens a quoted field only as the
-/// field's first character; spaces around unquoted fields are trimmed. Blank lines are skipped. Records
-/// may differ in length: callers compare them with their header, so that the error names the line.
-/// `origin` names the file in errors.
-pub fn read_csv(text: &str, origin: &str) -> Result<Vec<CsvRecord>, InputError> {
-    // The crate strips the byte-order mark itself, even without its own header handling.
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    // Line numbers are counted here: the crate's own count leaves out the blank lines it skips and counts
-    // a CRLF line end as no line at all. Its byte position of a record is where the previous record's
-    // line end began, so the record itself starts after the line-end bytes that follow (a record never
-    // starts with one: an empty line is no record, a line break in a field is inside quotes).
-    let bytes = text.as_bytes();
-    let (mut line, mut counted) = (1u64, 0usize);
-    let mut line_at = |byte: u64| {
-        let mut start = (byte as usize).clamp(counted, bytes.len());
-        while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
-            start += 1;
-        }
-        line += bytes[counted..start]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u64;
-        counted = start;
-        line
-    };
-    let mut out = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| {
-            let at = match e.position() {
-                Some(p) => format!("{origin}, line {}", line_at(p.byte())),
-                None => origin.to_string(),
-            };
-            InputError::new(at, format!("is not readable as CSV: {e}"))
-        })?;
-        let fields: Vec<String> = record.iter().map(|f| f.trim().to_string()).collect();
-        // A line of spaces only: as blank as an empty line (which the reader skips itself).
-        if fields.len() == 1 && fields[0].is_empty() {
-            continue;
-        }
-        let line = line_at(record.position().map_or(0, |p| p.byte()));
-        out.push(CsvRecord { line, fields });
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::trace::read_csv;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
 
@@ -242,19 +183,6 @@ mod tests {
         let back = read_csv(&csv, "t.csv").unwrap();
         assert_eq!(back[1].fields, ["res,18", "1"]);
         assert_eq!(back[2].fields, ["say \"hi\"", "2"]);
-    }
-
-    #[test]
-    fn read_csv_takes_quotes_crlf_and_a_byte_order_mark() {
-        let text = "\u{feff}a, b\r\n\r\n1,\"x, \"\"y\"\"\"\r\n  \r\n2,\"two\nlines\"\r\n3\r\n";
-        let r = read_csv(text, "t.csv").unwrap();
-        let lines: Vec<u64> = r.iter().map(|r| r.line).collect();
-        assert_eq!(lines, [1, 3, 5, 7]);
-        assert_eq!(r[0].fields, ["a", "b"]);
-        assert_eq!(r[1].fields, ["1", "x, \"y\""]);
-        assert_eq!(r[2].fields, ["2", "two\nlines"]);
-        assert_eq!(r[3].fields, ["3"]);
-        assert!(read_csv("", "t.csv").unwrap().is_empty());
     }
 
     #[test]

@@ -1,144 +1,12 @@
-//! Job traces: the artifact's CSV form (`id,model,arrival_s,iters,gpus`) and the Philly-derived generator
-//! of docs/architecture.md §5.2 (Poisson arrivals, two-mode durations, class split, round-robin models), drawn as the
-//! reference simulator draws it.
+//! Generated job traces: the Philly-derived generator of docs/architecture.md §5.2 (Poisson arrivals,
+//! two-mode durations, class split, round-robin models), drawn as the reference simulator draws it. The
+//! trace CSV a user brings is [`crate::format::trace`].
 
 use crate::error::InputError;
+use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
 use crate::sim::semantics::TraceStreams;
-use crate::sim::table::{read_csv, CsvRecord};
-
-/// One job of a trace.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TraceJob {
-    /// Job id (window bounds refer to it).
-    pub id: u64,
-    /// Index of its model in the catalog.
-    pub model: u32,
-    /// Arrival, seconds from the start.
-    pub arrival_s: f64,
-    /// Work, iterations.
-    pub iters: u64,
-    /// GPUs.
-    pub gpus: u32,
-}
-
-/// Parses a CSV trace; `origin` names the file. Fields may be quoted, lines may end in CRLF and a
-/// byte-order mark may precede the header (a trace saved by a spreadsheet). Errors name the line and the
-/// field.
-pub fn parse_csv(
-    text: &str,
-    origin: &str,
-    catalog: &Catalog,
-    max_gpus: u64,
-) -> Result<Vec<TraceJob>, InputError> {
-    parse_records(read_csv(text, origin)?, origin, catalog, max_gpus)
-}
-
-/// [`parse_csv`] of records [`read_csv`] has read (the fuzz tests check both halves of one reading).
-pub(crate) fn parse_records(
-    records: Vec<CsvRecord>,
-    origin: &str,
-    catalog: &Catalog,
-    max_gpus: u64,
-) -> Result<Vec<TraceJob>, InputError> {
-    let mut records = records.into_iter();
-    let Some(header) = records.next() else {
-        return Err(InputError::new(
-            origin,
-            "the trace is empty (expected a header `id,model,arrival_s,iters,gpus` and jobs)",
-        ));
-    };
-    let cols = &header.fields;
-    let want = ["id", "model", "arrival_s", "iters", "gpus"];
-    let mut at = [0usize; 5];
-    for (k, w) in want.iter().enumerate() {
-        at[k] = cols.iter().position(|c| c == w).ok_or_else(|| {
-            InputError::new(
-                format!("{origin}, line {}", header.line),
-                format!("the header lacks column `{w}` (expected id,model,arrival_s,iters,gpus)"),
-            )
-        })?;
-    }
-    let mut jobs = Vec::new();
-    let mut ids = std::collections::HashSet::new();
-    for record in records {
-        let here = format!("{origin}, line {}", record.line);
-        let f: Vec<&str> = record.fields.iter().map(String::as_str).collect();
-        if f.len() != cols.len() {
-            return Err(InputError::new(
-                here,
-                format!("has {} fields, the header has {}", f.len(), cols.len()),
-            ));
-        }
-        let int = |k: usize, min: u64| -> Result<u64, InputError> {
-            let v = f[at[k]];
-            match v.parse::<u64>() {
-                Ok(x) if x >= min => Ok(x),
-                _ => Err(InputError::field(
-                    here.clone(),
-                    want[k],
-                    format!("`{v}` is not an integer of at least {min}"),
-                )),
-            }
-        };
-        let id = int(0, 0)?;
-        if !ids.insert(id) {
-            return Err(InputError::field(
-                here,
-                "id",
-                format!("job id {id} appears twice"),
-            ));
-        }
-        let model_name = f[at[1]];
-        let model = catalog.index(model_name).ok_or_else(|| {
-            InputError::field(
-                here.clone(),
-                "model",
-                format!(
-                    "unknown model `{model_name}`; known: {} (add its profile to the profile directory)",
-                    catalog.names()
-                ),
-            )
-        })?;
-        let a = f[at[2]];
-        let arrival_s = match a.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => x,
-            _ => {
-                return Err(InputError::field(
-                    here,
-                    "arrival_s",
-                    format!("`{a}` is not a non-negative number of seconds"),
-                ))
-            }
-        };
-        let iters = int(3, 1)?;
-        let gpus = int(4, 1)?;
-        if gpus > max_gpus {
-            return Err(InputError::field(
-                here,
-                "gpus",
-                format!("{gpus} GPUs is wider than the cluster ({max_gpus} GPUs)"),
-            ));
-        }
-        jobs.push(TraceJob {
-            id,
-            model: model as u32,
-            arrival_s,
-            iters,
-            gpus: gpus as u32,
-        });
-    }
-    if jobs.is_empty() {
-        return Err(InputError::new(
-            origin,
-            "the trace has a header but no jobs",
-        ));
-    }
-    // Arrival order with ties by id: the simulator admits jobs in this order.
-    jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
-    Ok(jobs)
-}
 
 /// How many GPUs generated jobs ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -398,6 +266,7 @@ impl Iterator for Generator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::trace::parse_csv;
     use crate::sched::catalog::JobModel;
 
     pub(crate) fn toy_catalog() -> Catalog {

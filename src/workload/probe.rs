@@ -6,8 +6,9 @@
 //! when the workload is stopped.
 
 use super::WorkloadError;
+pub use crate::format::trial::{LauncherReport, ProbeReport, RankReport, Replay};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The PyTorch probe's source.
 pub const PYTORCH_SITECUSTOMIZE: &str = include_str!("probe/sitecustomize.py");
@@ -21,109 +22,6 @@ pub const SET_WORKERS_ENV: &str = "SYNERGY_PROBE_SET_WORKERS";
 pub enum ProbeKind {
     /// Counts `torch.utils.data.DataLoader` batches through a `sitecustomize` on `PYTHONPATH`.
     Pytorch,
-}
-
-/// What a probe saw of the script it ran in: each `{"probe": {...}}` line it writes adds to this. Fields
-/// it could not see stay absent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ProbeReport {
-    /// The probe's hook ran: the script imported PyTorch's data loading.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub torch: Option<bool>,
-    /// Samples per batch of the first DataLoader the script iterated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<u32>,
-    /// Its loader worker processes (0: batches load in the training process).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<u32>,
-    /// The class of its dataset (under any `Subset`/`ConcatDataset` wrapper), e.g. `ImageFolder`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset_class: Option<String>,
-    /// Samples in its dataset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset_items: Option<u64>,
-    /// The directory its dataset's files are in, when the dataset names one on disk.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dataset_root: Option<PathBuf>,
-    /// Where the model's parameters are (`cpu`, `cuda:0`), from the largest optimizer the script made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// Parameters that optimizer trains.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<u64>,
-    /// In a synthetic trial: the batches kept and replayed instead of loading.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<Replay>,
-    /// The class of that DataLoader's sampler (`DistributedSampler` gives each rank its shard).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampler: Option<String>,
-    /// `OMP_NUM_THREADS` as the process saw it (a launcher such as `torchrun` sets it to 1 in every rank
-    /// it starts when the user did not set it); absent where it was not set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub omp_num_threads: Option<String>,
-    /// torch's intra-op threads in that process (`torch.get_num_threads()`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u32>,
-    /// Processes of the job that train (its ranks), when it is a distributed job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub world_size: Option<u32>,
-    /// On a line: the rank of the process that wrote it, when it is one of a distributed job's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<u32>,
-    /// On a line: the process that wrote it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// A launcher the probe saw start the job's ranks (`torchrun`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launcher: Option<LauncherReport>,
-    /// A distributed job's ranks, each as its own probe saw it, with its own rate (a straggler shows
-    /// here: the job runs at its slowest rank's pace).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ranks: Vec<RankReport>,
-}
-
-/// A launcher of a distributed job, as the probe saw it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LauncherReport {
-    /// Which: `torchrun` (torch's elastic agent, which `python -m torch.distributed.run` also runs).
-    pub kind: String,
-    /// Ranks it started on its host, once its rendezvous was done; absent while it waits there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_ranks: Option<u32>,
-}
-
-/// One rank of a distributed job: what the probe saw in it, and what it trained.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RankReport {
-    /// Its rank.
-    pub rank: u32,
-    /// Its process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// Samples per batch of its first DataLoader.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch_size: Option<u32>,
-    /// Its loader worker processes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<u32>,
-    /// Its loader's sampler class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampler: Option<String>,
-    /// Where its model's parameters are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-    /// `OMP_NUM_THREADS` in its environment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub omp_num_threads: Option<String>,
-    /// Its intra-op threads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u32>,
-    /// Batches it reported over the whole trial.
-    #[serde(default)]
-    pub steps: u64,
-    /// Its samples per second over the trial's measured window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub samples_per_s: Option<f64>,
 }
 
 /// Keeps what a later line said, where it said something.
@@ -144,18 +42,6 @@ impl RankReport {
         take(&mut self.omp_num_threads, line.omp_num_threads.clone());
         take(&mut self.threads, line.threads);
     }
-}
-
-/// The batches a synthetic trial replayed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Replay {
-    /// Batches kept from the loader's first iterator.
-    pub batches: u64,
-    /// Their tensors' bytes.
-    #[serde(default)]
-    pub bytes: u64,
-    /// Where they were kept (`cpu`, or the model's device).
-    pub device: String,
 }
 
 impl ProbeReport {

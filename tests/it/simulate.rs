@@ -5,6 +5,7 @@ use crate::common;
 
 use crate::common::assert_input_error;
 
+use synergy::format::trace::TraceJob;
 use synergy::sched::catalog::{Catalog, JobModel};
 use synergy::sched::cluster::{ClusterConfig, ClusterState, ServerSpec};
 use synergy::sched::place::speeds;
@@ -12,7 +13,7 @@ use synergy::sched::{
     mechanism_by_name, policy_by_name, Grant, Mechanism, MechanismStats, Proportional, Request,
     MECHANISMS, POLICIES,
 };
-use synergy::sim::trace::{GenConfig, GpuMode, JobListSeed, TraceJob};
+use synergy::sim::trace::{GenConfig, GpuMode, JobListSeed};
 use synergy::sim::{run, SimConfig, SimSemantics, TraceSource};
 
 fn zoo() -> Catalog {

@@ -5,8 +5,9 @@
 //! profile predicted before and after refinement.
 
 use crate::exec::jobs::JobList;
-use crate::exec::observe::{self, LogWriter, Observation, Window};
+use crate::exec::observe::Window;
 use crate::exec::{Allocation, ExecError};
+use crate::format::observation::{self as observe, LogWriter, Observation};
 use crate::profile::refine::{self, rel_error};
 use crate::profile::Profile;
 use crate::sched::catalog::{Catalog, JobModel};

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::exec::fake::{Call, FakeBackend, FakeClock, FakeTime, DIED, SIGTERM};
-use crate::exec::state::JobStatus;
+use crate::format::run_state::JobStatus;
 
 const STEP_S: f64 = 0.25;
 

@@ -8,13 +8,13 @@
 
 mod observe;
 mod prepare;
-mod result;
 mod summary;
 
-pub(crate) use prepare::prepare_dataset;
-pub use result::{
-    DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult, TRIAL_SCHEMA,
+pub use crate::format::trial::{
+    CacheState, DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult,
+    TRIAL_SCHEMA,
 };
+pub(crate) use prepare::prepare_dataset;
 
 use super::estimate::EstimatorConfig;
 use crate::cancel::Cancel;
@@ -26,21 +26,7 @@ use crate::workload::{WorkloadError, WorkloadSpec};
 use indicatif::ProgressBar;
 use observe::observe;
 use prepare::validate;
-use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
-
-/// What the dataset's pages look like when the workload starts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CacheState {
-    /// Left as it is.
-    #[default]
-    AsIs,
-    /// Evicted from the page cache (per file), so every first read goes to storage.
-    Cold,
-    /// Read into the page cache first, so no read goes to storage.
-    Warm,
-}
 
 /// One trial to run.
 #[derive(Debug, Clone)]

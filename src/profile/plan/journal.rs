@@ -1,24 +1,14 @@
-//! The trial journal: every finished trial saved at once, one JSON line each beside the profile, so
-//! `--resume` continues an interrupted profile without measuring anything twice (docs/architecture.md §7).
+//! Which journaled trial a resumed plan's request is: trials are matched by what they measured
+//! (docs/architecture.md §7). The file itself is [`crate::format::journal`].
 
 use super::ProfileRunError;
-use crate::error::InputError;
+use crate::format::journal;
 use crate::measure::{TrialRequest, TrialResult};
 use crate::profile::file::{ProfileError, ProfileTrial, TrialRole};
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// Where the journal of the profile written to `out` lives: beside it.
-pub fn journal_path(out: &Path) -> PathBuf {
-    out.with_extension("trials.jsonl")
-}
-
-/// Whether the journal of the profile written to `out` holds a finished trial, for `--resume` to reuse.
-pub fn has_journaled_trials(out: &Path) -> bool {
-    std::fs::read_to_string(journal_path(out))
-        .is_ok_and(|t| t.lines().any(|l| !l.trim().is_empty()))
-}
+pub use crate::format::journal::{has_journaled_trials, journal_path};
 
 /// Finished trials, saved one JSON line each so an interrupted profile can resume.
 pub(super) struct Journal {
@@ -33,34 +23,12 @@ pub(super) struct Journal {
 impl Journal {
     /// Opens the journal at `path`: with `resume`, the trials it holds; else empty, any old one removed.
     pub(super) fn open(path: PathBuf, resume: bool) -> Result<Self, ProfileRunError> {
-        let mut trials = Vec::new();
-        if resume {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                for (i, line) in text
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| !l.trim().is_empty())
-                {
-                    // A line cut short by a kill is the last one; anything else is corruption.
-                    let Ok(t) = serde_json::from_str::<ProfileTrial>(line) else {
-                        if i + 1 == text.lines().count() {
-                            break;
-                        }
-                        return Err(InputError::new(
-                            path.display().to_string(),
-                            format!(
-                                "line {} is not a trial; remove the file to start over",
-                                i + 1
-                            ),
-                        )
-                        .into());
-                    };
-                    trials.push(t);
-                }
-            }
+        let trials = if resume {
+            journal::read(&path)?
         } else {
             let _ = std::fs::remove_file(&path);
-        }
+            Vec::new()
+        };
         Ok(Self::replay(path, trials))
     }
 
@@ -98,21 +66,10 @@ impl Journal {
 
     /// Saves a finished trial, synced before the plan goes on.
     pub(super) fn append(&mut self, t: &ProfileTrial) -> Result<(), ProfileRunError> {
-        let io = |e| ProfileError::Io {
+        journal::append(&self.path, t).map_err(|source| ProfileError::Io {
             context: format!("writing the trial journal {}", self.path.display()),
-            source: e,
-        };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(io)?;
-        let line = serde_json::to_string(t).expect("trials serialize") + "\n";
-        f.write_all(line.as_bytes()).map_err(io)?;
-        f.sync_data().map_err(io)?;
+            source,
+        })?;
         Ok(())
     }
 }

@@ -5,12 +5,12 @@
 //! 300 s and every server gives 4 cores and 25 GiB per GPU at the proportional share.
 
 use super::{run, SimConfig, TraceSource};
+use crate::format::trace::TraceJob;
 use crate::sched::catalog::{Catalog, JobModel};
 use crate::sched::cluster::{ClusterConfig, ServerSpec};
 use crate::sched::semantics::{CappedSpeed, DemotionScope, Fallback, Placement};
 use crate::sched::{mechanism_by_name, policy_by_name};
 use crate::sim::semantics::{RoundEnd, SimSemantics};
-use crate::sim::trace::TraceJob;
 
 fn model(name: &str, best: (f64, f64), cpus: Vec<f64>, rows: Vec<Vec<f64>>) -> JobModel {
     JobModel {

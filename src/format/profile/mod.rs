@@ -1,15 +1,15 @@
 //! The profile file, schema `synergy-profile/1.12` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
-//! export. What the reader checks is in [`super::validate`]; predictions from a profile are in
-//! [`super::predict`], re-exported here.
+//! export. What the reader checks is in `profile::validate`; predictions from a profile are in
+//! `profile::predict`. The data-stall model's fitted parameters are here as they are stored; what they
+//! predict is the stall model's.
 
+mod check;
+
+use super::trial::{CpuCalibration, Limits, ProbeReport, TrialResult};
 use crate::fsutil::write_atomic;
-use crate::measure::TrialResult;
-use crate::stall::{HitModel, Stage, StallModel};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-pub use super::predict::{interpolate, predict, ProfilePrediction};
 
 /// The schema name and version this build writes.
 pub const SCHEMA: &str = "synergy-profile/1.12";
@@ -82,7 +82,7 @@ pub struct Profile {
     /// How observations of real runs moved the model (absent unless `synergy profile refine` or
     /// `synergy run --refine` made this file; 1.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refinement: Option<super::refine::Refinement>,
+    pub refinement: Option<Refinement>,
 }
 
 /// Identity of the profiled workload.
@@ -118,7 +118,7 @@ pub struct WorkloadInfo {
     pub no_memory_axis: Option<String>,
     /// What the zero-change probe saw of the script (batch size, workers, dataset, device, parameters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probe: Option<crate::workload::probe::ProbeReport>,
+    pub probe: Option<ProbeReport>,
 }
 
 /// The dataset a profile was measured on.
@@ -155,7 +155,7 @@ pub struct HostInfo {
     /// The limits that backend enforced (absent before 1.12): where it could not enforce part of a
     /// core, a fractional allocation ran on whole cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits_enforced: Option<crate::isolate::Limits>,
+    pub limits_enforced: Option<Limits>,
     /// Storage read limit imposed during the profile, bytes per second.
     #[serde(default)]
     pub storage_limit_bytes_per_s: Option<f64>,
@@ -182,9 +182,9 @@ pub fn isolation_said(h: &HostInfo) -> String {
 #[serde(deny_unknown_fields)]
 pub struct SpeedCheck {
     /// Before the first trial.
-    pub before: crate::measure::hostspeed::CpuCalibration,
+    pub before: CpuCalibration,
     /// After the last.
-    pub after: crate::measure::hostspeed::CpuCalibration,
+    pub after: CpuCalibration,
     /// `after / before - 1` of the best wall-clock rates.
     pub drift: f64,
     /// The drift is larger than [`SpeedCheck::DRIFT_LIMIT`].
@@ -197,10 +197,7 @@ impl SpeedCheck {
     pub const DRIFT_LIMIT: f64 = 0.10;
 
     /// Compares two calibrations.
-    pub fn new(
-        before: crate::measure::hostspeed::CpuCalibration,
-        after: crate::measure::hostspeed::CpuCalibration,
-    ) -> Self {
+    pub fn new(before: CpuCalibration, after: CpuCalibration) -> Self {
         let drift = if before.ops_per_s > 0.0 {
             after.ops_per_s / before.ops_per_s - 1.0
         } else {
@@ -377,7 +374,7 @@ pub struct HitRatioRow {
     /// Uncalibrated LRU (1.1; before, `page_cache` is LRU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lru: Option<f64>,
-    /// `page_cache` by part of the epoch, first to last ([`crate::stall::EPOCH_PARTS`] of them; 1.9,
+    /// `page_cache` by part of the epoch, first to last ([`EPOCH_PARTS`] of them; 1.9,
     /// empty before and for an application cache: the epoch's hits taken at their mean).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub page_cache_by_part: Vec<f64>,
@@ -562,8 +559,8 @@ pub struct ValidationPoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub core_speed: Option<f64>,
     /// The workload's own hit model's prediction with its CPU stage at `core_speed`
-    /// ([`FittedModel::at_core_speed`] of [`crate::measure::hostspeed::pipeline_speedup`] of `core_speed`
-    /// since 1.10, of `core_speed` raised to [`crate::measure::hostspeed::PIPELINE_SPEED_EXPONENT`] since
+    /// ([`FittedModel::at_core_speed`] of `measure::hostspeed::pipeline_speedup` of `core_speed`
+    /// since 1.10, of `core_speed` raised to `measure::hostspeed::PIPELINE_SPEED_EXPONENT` since
     /// 1.7, of `core_speed` before): the model's error with the host's drift taken out (1.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_at_core_speed: Option<f64>,
@@ -848,7 +845,6 @@ pub(crate) mod tests {
         assert_eq!(Profile::read(&path).unwrap(), p);
         let csv = std::fs::read_to_string(path.with_extension("csv")).unwrap();
         assert_eq!(csv.lines().count(), 1 + 4);
-        assert_eq!(predict(&p, 1.5, 1.5).normalized, 0.75);
     }
 
     #[test]
@@ -894,3 +890,279 @@ pub(crate) mod tests {
         );
     }
 }
+
+/// What a refinement did, recorded in the profile (`refinement`) and printed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refinement {
+    /// The observation logs it read.
+    pub from: Vec<String>,
+    /// Observations of this profile's workload in them.
+    pub observations: usize,
+    /// Of those, disturbed by other work (left out unless `included_disturbed`).
+    pub disturbed: usize,
+    /// Whether disturbed observations were folded in too.
+    #[serde(default)]
+    pub included_disturbed: bool,
+    /// Of those, left out because the job ran on another GPU count than the profile's.
+    pub other_gpus: usize,
+    /// Per allocation: observed against predicted before and after.
+    pub points: Vec<RefinedPoint>,
+    /// Per observed core count: observed over the profile's curve, the host's speed against the profile's.
+    pub cpu_speed: Vec<SpeedRatio>,
+    /// The miss cost's search, where memory-limited and unlimited allocations were both observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_cost: Option<MissCostRefit>,
+    /// Cells raised so that no column falls with more cores.
+    pub raised_cells: usize,
+    /// What moved and why, in words.
+    pub because: Vec<String>,
+}
+
+/// One pooled allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RefinedPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// Memory, GiB.
+    pub memory_gib: f64,
+    /// Whether the memory limit binds the cache there (cache below 1.1x the dataset).
+    pub memory_limited: bool,
+    /// Observed samples per second, pooled (time-weighted).
+    pub observed_samples_per_s: f64,
+    /// Its 95% half-width.
+    pub observed_ci95: f64,
+    /// Observations pooled.
+    pub observations: usize,
+    /// The model's prediction before refinement, samples per second.
+    pub predicted_before: f64,
+    /// After.
+    pub predicted_after: f64,
+}
+
+impl RefinedPoint {
+    /// (predicted - observed) / observed, before refinement.
+    pub fn error_before(&self) -> f64 {
+        rel_error(self.predicted_before, self.observed_samples_per_s)
+    }
+    /// After.
+    pub fn error_after(&self) -> f64 {
+        rel_error(self.predicted_after, self.observed_samples_per_s)
+    }
+}
+
+/// (predicted - observed) / observed.
+pub fn rel_error(predicted: f64, observed: f64) -> f64 {
+    (predicted - observed) / observed.max(1e-9)
+}
+
+/// Observed over profiled at one core count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedRatio {
+    /// Cores.
+    pub cpus: f64,
+    /// Observed / profiled.
+    pub ratio: f64,
+}
+
+/// The miss cost before and after its search.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MissCostRefit {
+    /// CPU-seconds per miss, before.
+    pub cpu_s_per_miss_before: f64,
+    /// After.
+    pub cpu_s_per_miss_after: f64,
+    /// Memory-limited allocations it was fitted to.
+    pub points: usize,
+}
+
+/// Which cache serves repeated reads of the dataset, and so how memory turns into a hit ratio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum HitModel {
+    /// A fixed subset that never evicts: h = min(1, cache / dataset).
+    Minio,
+    /// LRU under a fresh random permutation every epoch, simulated on the actual item sizes.
+    PageCache,
+}
+
+impl std::fmt::Display for HitModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HitModel::Minio => "minio",
+            HitModel::PageCache => "page-cache",
+        })
+    }
+}
+
+/// The stage that limits throughput at an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// The GPU (or emulated accelerator) ingests no faster.
+    Accelerator,
+    /// Data loading and augmentation on the granted cores.
+    Preprocess,
+    /// Reading samples from storage (cache misses).
+    Fetch,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stage::Accelerator => "accelerator",
+            Stage::Preprocess => "preprocessing",
+            Stage::Fetch => "fetch",
+        })
+    }
+}
+
+/// A measured point of the CPU axis: throughput with the dataset fully cached, i.e. min(G, P(c)).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// Samples per second.
+    pub samples_per_s: f64,
+}
+
+/// Monotone piecewise-linear P(c) through measured points. Measurement noise can make a curve dip where
+/// more cores cannot hurt; a running maximum restores monotonicity. Below the first point throughput
+/// scales with cores (loader workers are data-parallel); above the last it stays flat.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuCurve {
+    points: Vec<CpuPoint>,
+}
+
+impl CpuCurve {
+    /// A curve through `points` (any order; duplicates keep the later one).
+    pub fn new(mut points: Vec<CpuPoint>) -> Self {
+        points.retain(|p| p.cpus > 0.0 && p.samples_per_s.is_finite());
+        points.sort_by(|a, b| a.cpus.total_cmp(&b.cpus));
+        points.dedup_by(|later, earlier| {
+            if later.cpus == earlier.cpus {
+                earlier.samples_per_s = later.samples_per_s;
+                true
+            } else {
+                false
+            }
+        });
+        let mut best = 0.0f64;
+        for p in &mut points {
+            best = best.max(p.samples_per_s);
+            p.samples_per_s = best;
+        }
+        CpuCurve { points }
+    }
+
+    /// The (monotone) points.
+    pub fn points(&self) -> &[CpuPoint] {
+        &self.points
+    }
+}
+
+/// What fetching costs: mean sample size and the two bandwidths it is read at.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FetchModel {
+    /// Mean bytes per sample.
+    pub mean_sample_bytes: f64,
+    /// Storage read bandwidth (a cache miss), bytes per second. Profiles before schema 1.1 leave it
+    /// `None` when storage never limited (then fetch is not a bottleneck at any hit ratio).
+    pub storage_bytes_per_s: Option<f64>,
+    /// `storage_bytes_per_s` is the rate a cold trial read at without being held up by storage: the
+    /// device is at least that fast.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub storage_lower_bound: bool,
+    /// Memory bandwidth (a cache hit), bytes per second.
+    pub memory_bytes_per_s: f64,
+}
+
+/// The fitted model of one workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StallModel {
+    /// G: the accelerator's ingestion rate, samples per second.
+    pub accelerator_samples_per_s: f64,
+    /// P(c) (as min(G, P(c)), measured with the dataset cached).
+    pub cpu: CpuCurve,
+    /// F(h).
+    pub fetch: FetchModel,
+    /// Memory the workload needs besides its cache, bytes: the most seen at any core count.
+    pub footprint_bytes: u64,
+    /// The footprint seen at each measured core count (more cores run more loader workers, each with
+    /// buffers); interpolated between, and `footprint_bytes` where empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub footprint_points: Vec<FootprintPoint>,
+    /// What the workload keeps resident besides its cache at each measured core count (1.5): the
+    /// measured peak without the footprint's slack, and never more than at more cores. A memory limit
+    /// squeezes the page cache to the limit less this, so this (not the footprint, a safe lower bound
+    /// for the limit) sets the cache a limit leaves; the footprint where empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resident_points: Vec<FootprintPoint>,
+    /// Bytes in the dataset.
+    pub dataset_bytes: u64,
+    /// Which cache model turns memory into a hit ratio.
+    pub hit_model: HitModel,
+    /// What a cache miss costs on the job's own cores (absent before schema 1.1: misses cost only
+    /// storage bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub miss_cost: Option<MissCost>,
+    /// The batches the loaders keep ready ahead of the accelerator (absent before schema 1.9: an epoch's
+    /// hits are taken at their mean).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader_queue: Option<LoaderQueue>,
+}
+
+/// The batches a workload's loaders keep ready ahead of the accelerator: while hits last they run
+/// ahead of it by that many, which carries it into the misses that follow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoaderQueue {
+    /// Samples per batch.
+    pub batch_samples: u32,
+    /// Batches each loader keeps queued or in the making.
+    pub batches_per_loader: u32,
+}
+
+/// What a cache miss costs besides storage bandwidth, on the job's own cores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissCost {
+    /// CPU-seconds per sample with the dataset cached, at each core count the CPU sweep measured.
+    pub cpu_s_per_sample: Vec<CostPoint>,
+    /// Extra CPU-seconds per miss: the read path, page faults and reclaim, on the same cores as
+    /// preprocessing.
+    pub cpu_s_per_miss: f64,
+    /// Seconds a loader is blocked per miss while the device reads (its core idles unless the grant has
+    /// more loaders than cores).
+    pub wait_s_per_miss: f64,
+    /// How much more CPU every sample costs, relative, while a memory limit binds the page cache (the
+    /// cache cannot hold the dataset with room to spare). Profiles before 1.4 measured it from the cold
+    /// trial's all-hit second epoch, and it is charged as they wrote it; 1.4 writes 0: in steady state
+    /// no grid point showed it once each trial's core speed was accounted for, while one profile's
+    /// second epoch had read 15% (docs/profile-format.md, "The model behind the matrix").
+    #[serde(default)]
+    pub limited_overhead: f64,
+}
+
+/// CPU-seconds per sample at one core count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// CPU-seconds per sample.
+    pub cpu_s_per_sample: f64,
+}
+
+/// Memory the workload used besides its cache at one core count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FootprintPoint {
+    /// Cores.
+    pub cpus: f64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// Parts of an epoch the simulations count hits in separately: twentieths, in the order samples are read.
+pub const EPOCH_PARTS: usize = 20;

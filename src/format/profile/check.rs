@@ -1,7 +1,7 @@
-//! Validation of a profile file as it is read: everything a reader indexes or divides by is checked once,
+//! The checks of a profile file as it is read: everything a reader indexes or divides by is checked once,
 //! naming the field at fault (docs/architecture.md §3.4, §7).
 
-use super::file::{FittedModel, Profile, RatedAllocation};
+use super::{FittedModel, Profile, RatedAllocation, EPOCH_PARTS};
 
 impl Profile {
     /// Checks everything a reader indexes or divides by, once, so that every command can trust a profile
@@ -349,12 +349,12 @@ impl FittedModel {
                 ));
             }
             let parts = &r.page_cache_by_part;
-            if !parts.is_empty() && parts.len() != crate::stall::EPOCH_PARTS {
+            if !parts.is_empty() && parts.len() != EPOCH_PARTS {
                 return Err(bad(
                     format!("model.hit_ratios[{i}].page_cache_by_part"),
                     &format!(
                         "must hold {} hit ratios, one per part of the epoch, or be left out",
-                        crate::stall::EPOCH_PARTS
+                        EPOCH_PARTS
                     ),
                 ));
             }
@@ -428,8 +428,8 @@ impl FittedModel {
 
 #[cfg(test)]
 mod tests {
-    use crate::profile::file::tests::tiny;
-    use crate::profile::{Profile, ProfileError};
+    use crate::format::profile::tests::tiny;
+    use crate::format::profile::{Profile, ProfileError};
 
     /// Each corruption is refused when the file is read, naming the field, so no command indexes past a
     /// table or divides by zero later (issue 15, class 1 and 2).
@@ -492,7 +492,7 @@ mod tests {
             edit(&mut v);
             Profile::parse(&v.to_string(), "image.json")
         };
-        let parts = crate::stall::EPOCH_PARTS;
+        let parts = crate::format::profile::EPOCH_PARTS;
         assert!(parse(
             &|v| v["model"]["hit_ratios"][3]["page_cache_by_part"] = json!(vec![0.5; parts])
         )

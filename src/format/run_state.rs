@@ -2,8 +2,8 @@
 //! (cgroup, pid), so that `synergy run --resume` can clean up after a killed executor and continue.
 //! Written atomically after every change of note and at least once a second while jobs run.
 
-use super::{Allocation, ExecError, JobHandle};
 use crate::error::InputError;
+use crate::units::{Bytes, Cores};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -82,7 +82,7 @@ pub struct RunState {
 
 impl RunState {
     /// Reads a state file, checking its schema.
-    pub fn read(path: &Path) -> Result<RunState, ExecError> {
+    pub fn read(path: &Path) -> Result<RunState, InputError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
             InputError::new(
@@ -100,34 +100,30 @@ impl RunState {
                     "`{}` is not supported; this synergy reads `{SCHEMA}`",
                     st.schema
                 ),
-            )
-            .into());
+            ));
         }
         Ok(st)
     }
 
     /// Replaces the state file atomically.
-    pub fn write(&self, path: &Path) -> Result<(), ExecError> {
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).expect("the run state serializes");
-        crate::fsutil::write_atomic(path, &json).map_err(|source| ExecError::Io {
-            context: "saving the run state".to_string(),
-            source,
-        })
+        crate::fsutil::write_atomic(path, &json)
     }
 }
 
-/// Seconds since the Unix epoch, now.
-pub fn unix_now_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+/// An allocation as state files hold it: `{"parts": [...]}`, or one part's fields at the top level, as
+/// files written before jobs could spread over servers have it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AllocationRepr {
+    Parts { parts: Vec<AllocPart> },
+    OneServer(AllocPart),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::AllocPart;
-    use crate::units::{Bytes, Cores};
 
     #[test]
     fn a_state_file_from_before_spread_jobs_reads_as_one_part_and_the_new_form_round_trips() {
@@ -173,4 +169,49 @@ mod tests {
         assert!(text.contains("\"parts\""), "{text}");
         assert_eq!(RunState::read(&path).unwrap(), st);
     }
+}
+
+/// What one job holds this round: one part per server it runs on, in server order. Most jobs have one
+/// part; a job the mechanism spreads over several servers (docs/run.md, "Jobs over several servers") has
+/// one on each, and a backend that can run it starts one task per server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AllocationRepr")]
+pub struct Allocation {
+    /// Its share of each server, in server order; never empty.
+    pub parts: Vec<AllocPart>,
+}
+
+/// What one job holds on one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AllocPart {
+    /// Index of the server in [`Backend::servers`].
+    pub server: usize,
+    /// GPU ids.
+    pub gpus: Vec<u32>,
+    /// CPU cores (fractional ones are held with a CFS quota on the local backend).
+    pub cpus: Cores,
+    /// Specific core ids (the cpuset); a backend that only counts cores uses `ceil(cpus)`.
+    pub cores: Vec<usize>,
+    /// Memory limit.
+    pub memory: Bytes,
+}
+
+impl From<AllocationRepr> for Allocation {
+    fn from(r: AllocationRepr) -> Allocation {
+        match r {
+            AllocationRepr::Parts { parts } => Allocation { parts },
+            AllocationRepr::OneServer(p) => Allocation::on_one(p),
+        }
+    }
+}
+
+/// What the state file records of a live job so that a later executor can clean it up.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobHandle {
+    /// Process id of the workload (its process-group leader).
+    pub pid: Option<i32>,
+    /// The isolation domain's name (a cgroup name on the local backend).
+    pub domain: Option<String>,
+    /// The backend's own job id (a Slurm job id).
+    pub backend_id: Option<String>,
 }
