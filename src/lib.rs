@@ -12,12 +12,11 @@
 pub mod advisor;
 pub mod cancel;
 pub mod cli;
+pub mod clock;
 pub mod error;
 pub mod exec;
 pub mod format;
 pub mod fsutil;
-#[cfg(test)]
-mod fuzz;
 pub mod gres;
 pub mod import;
 pub mod isolate;

@@ -192,7 +192,5 @@ fn partitions(file: Option<&Path>) -> anyhow::Result<Vec<Partition>> {
 }
 
 fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    crate::clock::unix_now_s() as u64
 }

@@ -12,6 +12,7 @@ use super::{
     job_state_dir, Allocation, Backend, Change, ExecError, JobExit, JobLaunch, ServerInfo, Work,
 };
 use crate::cancel::Cancel;
+use crate::clock::unix_now_s;
 use crate::error::InputError;
 use crate::format::run_state::{JobRecord, JobStatus, RunState, SCHEMA};
 use crate::sched::{self, JobState};
@@ -1056,13 +1057,6 @@ fn save_state(state: &RunState, path: &Path) -> Result<(), ExecError> {
         context: "saving the run state".to_string(),
         source,
     })
-}
-
-/// Seconds since the Unix epoch, now.
-fn unix_now_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

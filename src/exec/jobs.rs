@@ -104,12 +104,7 @@ impl JobList {
         Self::parse(&text, &origin, base, path)
     }
 
-    pub(crate) fn parse(
-        text: &str,
-        origin: &str,
-        base: &Path,
-        path: &Path,
-    ) -> Result<JobList, ExecError> {
+    pub fn parse(text: &str, origin: &str, base: &Path, path: &Path) -> Result<JobList, ExecError> {
         let file: ListFile =
             toml::from_str(text).map_err(|e| InputError::toml(origin, text, &e))?;
         if file.job.is_empty() {

@@ -2,6 +2,7 @@
 //! to 2x, so a profile records the calibration beside its numbers, taken before and after, to say how fast
 //! the machine that made it was and whether its speed held while it ran.
 
+use crate::clock::thread_cpu_s;
 pub use crate::format::trial::CpuCalibration;
 use std::time::Instant;
 
@@ -183,14 +184,6 @@ fn pin_this_thread(core: usize) -> bool {
     }
     // Pid 0 is the calling thread for sched_setaffinity.
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).is_ok()
-}
-
-/// CPU time of the calling thread, seconds (user and system), from `CLOCK_THREAD_CPUTIME_ID`.
-pub(crate) fn thread_cpu_s() -> f64 {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
-        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
-        // Linux always has this clock; 0 only makes a rate meaningless, never a crash.
-        .unwrap_or(0.0)
 }
 
 #[cfg(test)]

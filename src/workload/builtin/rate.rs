@@ -9,8 +9,8 @@
 use super::pipeline::{preprocess, sample_rng, sample_shape, Preprocessor};
 use super::source::Items;
 use super::{Pipeline, RunArgs};
+use crate::clock::thread_cpu_s;
 use crate::error::InputError;
-use crate::measure::hostspeed::thread_cpu_s;
 use crate::workload::WorkloadError;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -314,9 +314,7 @@ pub fn measure_one_core_rate(
             break cpu_s;
         }
     };
-    let measured_unix_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let measured_unix_s = crate::clock::unix_now_s() as u64;
     let m = RateMeasurement {
         samples_per_cpu_s: samples as f64 / cpu_s,
         samples,

@@ -1,4 +1,4 @@
-//! The fuzzed front door (issue 15; docs/architecture.md §7): every parser of user input is fed
+//! The fuzzed front door (docs/architecture.md §7): every parser of user input is fed
 //! [`INPUTS`] random and mutated inputs derived from the shipped files (profiles, workload specs, the
 //! example job list, the documented trace and cluster forms), and each input must either parse into
 //! something every consumer can use, or be refused with an [`InputError`] that names the field, or the
@@ -13,7 +13,6 @@
 //! parser and `SYNERGY_FUZZ_SEED` another seed, for a deeper search by hand; the suite runs the defaults.
 //! Inputs that once failed are kept in [`REGRESSIONS`] and run first.
 
-use crate::error::InputError;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -21,8 +20,9 @@ use serde_json::Value;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use synergy::error::InputError;
 
-/// Inputs per parser in the suite (issue 15 asks for at least 100,000).
+/// Inputs per parser in the suite.
 const INPUTS: u64 = 100_000;
 
 /// Inputs that once panicked or were refused without naming the field, per parser: they run before the
@@ -130,7 +130,7 @@ fn budget(default_seed: u64) -> (std::ops::Range<u64>, u64) {
 
 /// Runs `parser`'s regressions (its entries in [`REGRESSIONS`], then `derived`), then `count` inputs made by `make`, each through `check` under
 /// `catch_unwind`; fails listing the first failures with the seed and index that remake them, and prints
-/// how many inputs ran in how long (issue 15 asks for the numbers).
+/// how many inputs ran in how long.
 fn drive(
     parser: &str,
     default_seed: u64,
@@ -141,7 +141,7 @@ fn drive(
     let (inputs, seed) = budget(default_seed);
     let count = inputs.end - inputs.start;
     let started = Instant::now();
-    let cpu_started = crate::measure::hostspeed::thread_cpu_s();
+    let cpu_started = synergy::clock::thread_cpu_s();
     let mut failures = Vec::new();
     let run = |failures: &mut Vec<String>, label: String, input: &str| {
         let outcome = catch_unwind(AssertUnwindSafe(|| check(input)));
@@ -181,7 +181,7 @@ fn drive(
         }
     }
     let took = started.elapsed().as_secs_f64();
-    let cpu = crate::measure::hostspeed::thread_cpu_s() - cpu_started;
+    let cpu = synergy::clock::thread_cpu_s() - cpu_started;
     println!(
         "fuzz {parser}: {count} inputs and {regressions} regressions in {took:.2} s ({cpu:.2} s of CPU), {} failures",
         failures.len()
@@ -799,8 +799,8 @@ fn trimmed_profile(v: &Value) -> Value {
 /// of it, and a write-read round trip.
 #[test]
 fn profile_files() {
-    use crate::profile::predict::predict;
-    use crate::profile::{Profile, ProfileError};
+    use synergy::profile::predict::predict;
+    use synergy::profile::{Profile, ProfileError};
     let mut full = Vec::new();
     let mut small = Vec::new();
     for dir in ["profiles", "profiles/h200", "profiles/zoo"] {
@@ -878,7 +878,8 @@ fn profile_files() {
                 }
             }
         }
-        if let Ok(model) = crate::sched::catalog::JobModel::from_profile(&p, Path::new("p.json")) {
+        if let Ok(model) = synergy::sched::catalog::JobModel::from_profile(&p, Path::new("p.json"))
+        {
             let s = model.speed(model.best_cpus_per_gpu, model.best_memory_gib_per_gpu);
             if !(s.is_finite() && s >= 0.0) {
                 return fail(format!("accepted, but the scheduler's speed is {s}"));
@@ -906,10 +907,10 @@ fn profile_files() {
 /// order (two on one line where a lone CR parts them); an accepted trace holds jobs in arrival order that fit the cluster.
 #[test]
 fn trace_csv() {
-    use crate::format::trace::parse_records;
-    use crate::format::trace::read_csv;
-    use crate::sched::catalog::Catalog;
-    use crate::sim::trace::{GenConfig, Generator, GpuMode, JobListSeed};
+    use synergy::format::trace::parse_records;
+    use synergy::format::trace::read_csv;
+    use synergy::sched::catalog::Catalog;
+    use synergy::sim::trace::{GenConfig, Generator, GpuMode, JobListSeed};
     let catalog = Catalog::load_dir(&repo().join("profiles/zoo")).unwrap();
     let generated = Generator::new(
         GenConfig {
@@ -983,7 +984,7 @@ fn trace_csv() {
 /// servers, and totals a simulation can divide by.
 #[test]
 fn cluster_toml() {
-    use crate::sched::cluster::ClusterConfig;
+    use synergy::sched::cluster::ClusterConfig;
     let seeds: Vec<String> = vec![
         "[[servers]]\ncount = 16\ngpus = 8\ncpus = 24\nmemory_gb = 500   # or memory_gib = 465.66\n".into(),
         "[[servers]]\ncount = 2\ngpus = 8\ncpus = 24\nmemory_gb = 500\n\n[[servers]]\ngpus = 4\ncpus = 16.5\nmemory_gib = 250\n".into(),
@@ -1019,7 +1020,7 @@ fn cluster_toml() {
 /// dataset path.
 #[test]
 fn workload_specs() {
-    use crate::workload::WorkloadSpec;
+    use synergy::workload::WorkloadSpec;
     let seeds: Vec<String> = shipped("workloads", "toml")
         .iter()
         .map(|p| read(p))
@@ -1051,8 +1052,8 @@ fn workload_specs() {
 /// counters and it makes a trace.
 #[test]
 fn job_lists() {
-    use crate::exec::jobs::JobList;
-    use crate::exec::ExecError;
+    use synergy::exec::jobs::JobList;
+    use synergy::exec::ExecError;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     for sub in ["examples", "workloads", "profiles"] {
@@ -1120,8 +1121,8 @@ fn job_lists() {
         Ok(list) => {
             for j in &list.jobs {
                 let steps_fit = match j.work {
-                    crate::exec::Work::Steps(n) => n.checked_mul(j.batch_size as u64).is_some(),
-                    crate::exec::Work::Samples(_) => true,
+                    synergy::exec::Work::Steps(n) => n.checked_mul(j.batch_size as u64).is_some(),
+                    synergy::exec::Work::Samples(_) => true,
                 };
                 if !steps_fit || j.work_iters() == 0 {
                     return fail(format!("accepted job `{}` with work {:?}", j.name, j.work));
@@ -1144,9 +1145,9 @@ fn job_lists() {
 /// reads back the same from its byte count.
 #[test]
 fn size_and_rate_strings() {
-    use crate::profile::file::ServerShape;
-    use crate::units::{parse_bytes, BytesPerSec};
-    use crate::workload::builtin::rate::GpuRate;
+    use synergy::profile::file::ServerShape;
+    use synergy::units::{parse_bytes, BytesPerSec};
+    use synergy::workload::builtin::rate::GpuRate;
     let seeds: Vec<String> = [
         "4096",
         "256MiB",
@@ -1257,8 +1258,8 @@ fn size_and_rate_strings() {
 /// the size strings' test, so their own entries are checked here with the same properties.
 #[test]
 fn regressions_of_rates_and_shapes() {
-    use crate::profile::file::ServerShape;
-    use crate::units::BytesPerSec;
+    use synergy::profile::file::ServerShape;
+    use synergy::units::BytesPerSec;
     for (parser, what, input) in REGRESSIONS {
         match *parser {
             "rate" => {
@@ -1280,9 +1281,9 @@ fn regressions_of_rates_and_shapes() {
 /// input. An accepted import gives jobs in arrival order with at least one GPU and one iteration.
 #[test]
 fn imported_traces() {
-    use crate::import::assign::ModelRule;
-    use crate::import::{import, Format, ImportOptions, JobState, WideJobs};
-    use crate::sched::catalog::Catalog;
+    use synergy::import::assign::ModelRule;
+    use synergy::import::{import, Format, ImportOptions, JobState, WideJobs};
+    use synergy::sched::catalog::Catalog;
     let catalog = Catalog::load_dir(&repo().join("profiles/zoo")).unwrap();
     let data = repo().join("tests/data/traces");
     let formats = [
@@ -1354,7 +1355,7 @@ fn imported_traces() {
                 if ordered
                     && sane
                     && summary.kept == jobs.len() as u64
-                    && crate::import::to_csv(&jobs).is_ok()
+                    && synergy::import::to_csv(&jobs).is_ok()
                 {
                     Ok(())
                 } else {
