@@ -3,9 +3,9 @@
 //! typed into checked values; the named steps below build the [`SimConfig`] and trace, run the sweep and
 //! write what was asked for; [`render`] words the summaries.
 
-use super::args::{ClusterFlags, SimulateArgs};
+use super::args::SimulateArgs;
 use super::render::{self, SimRun};
-use super::values::{check_positive, parse_list};
+use super::values::{cluster_from_flags, parse_list};
 use crate::error::InputError;
 use crate::sched::{Catalog, ClusterConfig};
 use crate::sim::sweep::Point;
@@ -126,43 +126,9 @@ fn sweep_settings(args: &SimulateArgs) -> Result<SweepSettings, InputError> {
         seeds,
         job_list_seed,
         split: [image, language, speech],
-        cluster: cluster_of(&args.cluster)?,
+        cluster: cluster_from_flags(&args.cluster)?,
         semantics,
     })
-}
-
-/// The cluster file's servers, or the uniform cluster of the `--server*` flags.
-pub(super) fn cluster_of(args: &ClusterFlags) -> Result<ClusterConfig, InputError> {
-    if let Some(p) = &args.cluster {
-        return ClusterConfig::read(p);
-    }
-    if args.servers == 0 || args.server_gpus == 0 {
-        return Err(InputError::new(
-            "--servers/--server-gpus",
-            "must be at least 1",
-        ));
-    }
-    // The same bound as a cluster file's (each server is a record of its own).
-    let most = crate::sched::cluster::MAX_SERVERS;
-    if args.servers as usize > most {
-        return Err(InputError::new(
-            "--servers",
-            format!("must be at most {most}"),
-        ));
-    }
-    if let Some(why) =
-        crate::sched::cluster::too_many_gpus(args.servers as u64 * args.server_gpus as u64)
-    {
-        return Err(InputError::new("--servers/--server-gpus", why));
-    }
-    check_positive("--server-cpus", args.server_cpus)?;
-    check_positive("--server-mem-gb", args.server_mem_gb)?;
-    Ok(ClusterConfig::uniform(
-        args.servers,
-        args.server_gpus,
-        args.server_cpus,
-        args.server_mem_gb,
-    ))
 }
 
 /// The job ids measured: `--window`, or the paper's 4000-4999 for an endless generated trace.

@@ -4,7 +4,7 @@
 
 use super::args::{ClusterFlags, TraceCmd, TraceImportArgs};
 use super::render;
-use super::simulate_cmd::cluster_of;
+use super::values::cluster_from_flags;
 use super::values::{check_positive, parse_list};
 use crate::error::InputError;
 use crate::import::assign::{read_map, ModelRule};
@@ -114,7 +114,7 @@ pub(super) fn import_options(
     wide: WideJobs,
     models: ModelRule,
 ) -> Result<ImportOptions, InputError> {
-    let cluster = cluster_of(cluster)?;
+    let cluster = cluster_from_flags(cluster)?;
     let states = if states.trim() == "all" {
         <JobState as clap::ValueEnum>::value_variants().to_vec()
     } else {

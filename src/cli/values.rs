@@ -1,7 +1,9 @@
 //! Reading and checking flag values that clap takes as text or cannot bound: lists, axes, positive
 //! numbers. Errors name the flag, since these are the command line's own.
 
+use super::args::ClusterFlags;
 use crate::error::InputError;
+use crate::sched::ClusterConfig;
 
 /// A number that must be positive and finite.
 pub(super) fn check_positive(flag: &str, v: f64) -> Result<(), InputError> {
@@ -46,4 +48,38 @@ pub(super) fn parse_axis(flag: &str, s: &str) -> Result<Option<Vec<f64>>, InputE
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)
+}
+
+/// The cluster file's servers, or the uniform cluster of the `--server*` flags.
+pub(super) fn cluster_from_flags(args: &ClusterFlags) -> Result<ClusterConfig, InputError> {
+    if let Some(p) = &args.cluster {
+        return ClusterConfig::read(p);
+    }
+    if args.servers == 0 || args.server_gpus == 0 {
+        return Err(InputError::new(
+            "--servers/--server-gpus",
+            "must be at least 1",
+        ));
+    }
+    // The same bound as a cluster file's (each server is a record of its own).
+    let most = crate::sched::cluster::MAX_SERVERS;
+    if args.servers as usize > most {
+        return Err(InputError::new(
+            "--servers",
+            format!("must be at most {most}"),
+        ));
+    }
+    if let Some(why) =
+        crate::sched::cluster::too_many_gpus(args.servers as u64 * args.server_gpus as u64)
+    {
+        return Err(InputError::new("--servers/--server-gpus", why));
+    }
+    check_positive("--server-cpus", args.server_cpus)?;
+    check_positive("--server-mem-gb", args.server_mem_gb)?;
+    Ok(ClusterConfig::uniform(
+        args.servers,
+        args.server_gpus,
+        args.server_cpus,
+        args.server_mem_gb,
+    ))
 }

@@ -4,6 +4,7 @@
 
 pub mod contention;
 pub mod estimate;
+pub mod event;
 pub mod hostspeed;
 pub mod progress;
 pub mod ranks;

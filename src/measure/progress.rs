@@ -1,47 +1,13 @@
 //! Progress sources: the pipe protocol (one JSON line per step on `SYNERGY_PROGRESS_FD`) and a regular
 //! expression over a workload's output for programs that cannot be changed (e.g. tqdm's `it/s`).
 
-use super::ranks::{JobSteps, RankedStep};
+use super::event::{ProgressEvent, RankedStep};
+use super::ranks::JobSteps;
 use crate::workload::probe::ProbeReport;
 use regex::Regex;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::Sender;
 use std::time::Instant;
-
-/// One thing a workload reported, timestamped on arrival.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ProgressEvent {
-    /// A finished step.
-    Step {
-        /// When the line arrived.
-        at: Instant,
-        /// Samples in the step.
-        samples: f64,
-        /// Epoch, when the workload says.
-        epoch: Option<u64>,
-        /// Application-cache hits among the step's samples, when the workload says.
-        cache_hits: Option<u64>,
-        /// Application-cache misses among the step's samples, when the workload says.
-        cache_misses: Option<u64>,
-    },
-    /// One rank's step of a distributed job (a line with `rank`); the job's own [`ProgressEvent::Step`]
-    /// follows once every rank has made that step ([`crate::measure::ranks`]).
-    RankStep(RankedStep),
-    /// A rate the workload computed itself, samples per second.
-    Rate {
-        /// When the line arrived.
-        at: Instant,
-        /// Samples per second.
-        samples_per_s: f64,
-    },
-    /// What a zero-change probe saw of the script (`{"probe": {...}}`, docs/pytorch.md).
-    Probe(Box<ProbeReport>),
-    /// A line that did not follow the protocol (kept for the report, not fatal).
-    Malformed {
-        /// The line, shortened.
-        line: String,
-    },
-}
 
 /// A reader of one workload's progress: runs on its own thread until the stream ends.
 pub trait ProgressSource: Send {

@@ -6,29 +6,9 @@
 //! prefetched batches). [`RankTally`] keeps each rank's own steps, for each rank's rate over a trial's
 //! window, and says which ranks and processes were heard from when a job gives no estimate.
 
-use super::progress::ProgressEvent;
+use super::event::{ProgressEvent, RankedStep};
 use crate::workload::probe::{LauncherReport, ProbeReport};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Instant;
-
-/// One rank's step, as it reported it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RankedStep {
-    /// The rank.
-    pub rank: u32,
-    /// Ranks in the job, as that rank says.
-    pub world_size: u32,
-    /// When the line arrived.
-    pub at: Instant,
-    /// Samples in the step.
-    pub samples: f64,
-    /// Its epoch, when it says.
-    pub epoch: Option<u64>,
-    /// Application-cache hits, when it says.
-    pub cache_hits: Option<u64>,
-    /// Application-cache misses, when it says.
-    pub cache_misses: Option<u64>,
-}
 
 /// Most steps one rank is kept ahead of the slowest: a job whose ranks drift this far apart is not
 /// synchronous, and what it keeps must stay bounded while a silent rank holds every job step back.
@@ -253,7 +233,7 @@ fn ranks_named(ranks: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     fn step(rank: u32, at: Instant, samples: f64, epoch: u64) -> RankedStep {
         RankedStep {

@@ -3,31 +3,10 @@
 
 use crate::error::InputError;
 use crate::sched::semantics::Semantics;
+pub use crate::sched::server::{ServerSpec, EPS};
 use crate::units::gb_to_gib;
 use serde::Deserialize;
 use std::path::Path;
-
-/// One server's capacity.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ServerSpec {
-    /// GPUs.
-    pub gpus: u32,
-    /// CPU cores.
-    pub cpus: f64,
-    /// Memory, GiB.
-    pub memory_gib: f64,
-}
-
-impl ServerSpec {
-    /// Cores per GPU at GPU-proportional share.
-    pub fn cpus_per_gpu(&self) -> f64 {
-        self.cpus / self.gpus as f64
-    }
-    /// Memory per GPU at GPU-proportional share, GiB.
-    pub fn memory_gib_per_gpu(&self) -> f64 {
-        self.memory_gib / self.gpus as f64
-    }
-}
 
 /// The servers of a cluster.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,9 +194,6 @@ pub struct Part {
     /// Memory there, GiB.
     pub memory_gib: f64,
 }
-
-/// Slack for floating-point sums of cores and GiB.
-pub const EPS: f64 = 1e-9;
 
 /// Free capacity of every server during one round, and which jobs (by round slot) sit where.
 #[derive(Debug, Clone)]

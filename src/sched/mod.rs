@@ -11,6 +11,7 @@ pub mod place;
 pub mod policy;
 pub mod round;
 pub mod semantics;
+pub mod server;
 
 pub use catalog::{Catalog, JobModel};
 pub use cluster::{ClusterConfig, ClusterState, Part, ServerSpec};

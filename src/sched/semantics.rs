@@ -6,7 +6,7 @@
 //! [`ClusterState::semantics`]: crate::sched::ClusterState::semantics
 
 use crate::sched::catalog::JobModel;
-use crate::sched::cluster::{ServerSpec, EPS};
+use crate::sched::server::{ServerSpec, EPS};
 
 /// How fast a job runs when its best-case demand (g x its per-GPU vector) does not fit one server and
 /// was capped to the server's cores or memory (docs/architecture.md §5.4).

@@ -2,9 +2,8 @@
 //! it. What only one hierarchy needs, detecting it and preparing the parent, is in `v1` and `v2`.
 
 use super::domain::CgroupDomain;
+use super::paths::{subtree_controllers, v1_parent_dir, ROOT_HOME};
 use super::stale::cleanup_stale;
-use super::v1::v1_parent_dir;
-use super::v2::{subtree_controllers, ROOT_HOME};
 use super::{cg_err, unavailable, V2_ROOT};
 use crate::isolate::cpus;
 use crate::isolate::{Budget, Domain, IsolateError, Isolation, IsolationKind, Limits};

@@ -139,7 +139,7 @@ pub(super) fn start_scope(user: bool) -> Result<(), String> {
     .map_err(|e| format!("systemd's {which} manager refused a delegated scope ({e})"))?;
     let start = Instant::now();
     loop {
-        let now = super::v2::own_v2_path().unwrap_or_default();
+        let now = super::paths::own_v2_path().unwrap_or_default();
         if now.ends_with(&unit) {
             return Ok(());
         }

@@ -21,6 +21,7 @@ mod backend;
 mod delegate;
 mod device;
 mod domain;
+mod paths;
 mod stale;
 mod stats;
 #[cfg(test)]

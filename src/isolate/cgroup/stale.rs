@@ -2,8 +2,7 @@
 //! outlives its run (docs/architecture.md §7).
 
 use super::domain::remove_cgroup_dir;
-use super::v1::{v1_parent_dir, v1_relative_paths};
-use super::v2::{own_v2_path, ROOT_HOME};
+use super::paths::{own_v2_path, v1_parent_dir, v1_relative_paths, ROOT_HOME};
 use super::V2_ROOT;
 use cgroups_rs::fs::hierarchies::{self, V1};
 use cgroups_rs::fs::Hierarchy;

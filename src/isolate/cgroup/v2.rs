@@ -4,6 +4,7 @@
 //! (docs/architecture.md §7).
 
 use super::backend::{CgroupBackend, Parent};
+use super::paths::{own_v2_path, subtree_controllers, ROOT_HOME};
 use super::{io_err, unavailable, writable, V2_ROOT};
 use crate::isolate::{IsolateError, IsolationKind};
 use cgroups_rs::fs::hierarchies;
@@ -11,36 +12,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// Our cgroup2 path from the `0::` line of `/proc/self/cgroup`.
-pub(super) fn own_v2_path() -> Result<String, String> {
-    let text = fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("reading /proc/self/cgroup: {e}"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|p| p.trim().trim_start_matches('/').to_string())
-        .ok_or_else(|| "/proc/self/cgroup has no cgroup2 (0::) entry".to_string())
-}
-
-/// The controllers cgroup `dir` enables for its children (its `cgroup.subtree_control`); none when it
-/// cannot be read.
-pub(super) fn subtree_controllers(dir: &Path) -> Vec<String> {
-    fs::read_to_string(dir.join("cgroup.subtree_control"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
 /// The name of this process's supervisor leaf.
 fn own_leaf_name() -> String {
     format!("synergy-supervisor-{}", std::process::id())
 }
-
-/// Synergy's own cgroup directly under the hierarchy's root, taken (as root) when the cgroup synergy
-/// was started in is shared with other processes: cgroup v2 lets controllers be enabled only below a
-/// cgroup that holds no process, so domains cannot go under a shared one. Container runtimes without
-/// systemd do the same. Removed again when the last run using it ends.
-pub(super) const ROOT_HOME: &str = "synergy";
 
 /// The controllers a domain may use, in the order they are enabled.
 const WANTED: [&str; 4] = ["cpu", "memory", "cpuset", "io"];

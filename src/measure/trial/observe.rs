@@ -8,9 +8,8 @@ use crate::error::InputError;
 use crate::isolate;
 use crate::measure::contention::{self, Disturbance, HostReading, Reading};
 use crate::measure::estimate::{Estimate, Estimator, StopReason};
-use crate::measure::progress::{
-    self, PipeProgress, ProgressEvent, ProgressSource, RegexMatcher, RegexProgress,
-};
+use crate::measure::event::ProgressEvent;
+use crate::measure::progress::{self, PipeProgress, ProgressSource, RegexMatcher, RegexProgress};
 use crate::measure::ranks::RankTally;
 use crate::measure::telemetry::{GpuSampler, Peaks, Telemetry};
 use crate::workload::launch::{self, ProgressStream};

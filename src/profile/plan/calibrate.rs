@@ -2,7 +2,7 @@
 //! workload the memory-limited trial that fits the kernel's two-list hit curve (the page cache is not
 //! LRU, docs/architecture.md §4) and whose first epoch, started cold, is stage 3's cold epoch.
 
-use super::cpu::{cost_at, remeasure, Sweep, OOM_RETRIES};
+use super::cpu::{cost_at, cpu_bound, remeasure, Sweep, OOM_RETRIES};
 use super::fetch::{Data, Fetch};
 use super::runner::Runner;
 use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
@@ -20,15 +20,6 @@ const HIT_CURVE_FAMILY: &str = "two-list";
 /// most. One trial fits the curve's one parameter; more would cost a second steady-state trial for
 /// little (docs/profile-format.md).
 pub(super) const CALIBRATION_FRACTIONS: [f64; 1] = [0.6];
-/// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
-/// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
-const CPU_BOUND: f64 = 0.95;
-
-/// Whether a cached pipeline at `samples_per_s` is CPU-bound with the accelerator at `g` ([`CPU_BOUND`]).
-pub(super) fn cpu_bound(samples_per_s: f64, g: f64) -> bool {
-    samples_per_s < CPU_BOUND * g
-}
-
 /// What the calibration trials found: the fitted curve and, per trial, (hit ratio, CPU per sample).
 pub(super) struct Calibration {
     /// The fitted curve; `None` for an application cache or without a dataset.

@@ -1,13 +1,21 @@
 //! Stage 1, the CPU axis: min(G, P(c)) measured with the dataset cached ("optimistic profiling",
 //! docs/architecture.md §4), and the footprint each trial's peak memory gives beside its cache.
 
-use super::calibrate::cpu_bound;
 use super::runner::{read_slow, Runner};
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
 use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::{CacheState, TrialResult};
 use crate::profile::file::TrialRole;
 use crate::stall::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
+
+/// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
+/// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.
+const CPU_BOUND: f64 = 0.95;
+
+/// Whether a cached pipeline at `samples_per_s` is CPU-bound with the accelerator at `g` ([`CPU_BOUND`]).
+pub(super) fn cpu_bound(samples_per_s: f64, g: f64) -> bool {
+    samples_per_s < CPU_BOUND * g
+}
 
 /// Added to a measured peak to make the footprint, bytes, or [`FOOTPRINT_SLACK_SHARE`] of the peak when
 /// that is more. A peak is one run's: another run at other cores can need a little more (a few more

@@ -1,7 +1,8 @@
 //! Stage 5, the fit: the data-stall model from what the stages measured, with its hit-ratio tables
 //! (docs/architecture.md §4); the matrix is built from it.
 
-use super::calibrate::{cpu_bound, Calibration};
+use super::calibrate::Calibration;
+use super::cpu::cpu_bound;
 use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};

@@ -5,6 +5,7 @@
 mod audio;
 mod image;
 mod pipeline;
+mod preprocess;
 pub mod rate;
 mod source;
 mod text;

@@ -2,8 +2,9 @@
 //! sample sequence, load (through the app cache) and preprocess them into batch buffers, and hand them
 //! over a bounded channel to an accelerator that ingests them at a fixed rate and reports each step.
 
+use super::preprocess::{preprocess, sample_rng, sample_shape, Preprocessor};
 use super::source::{AppCache, Items};
-use super::{audio, image, rate, text, Pipeline, ResumeState, RunArgs, RunConfig, RunTotals};
+use super::{rate, ResumeState, RunArgs, RunConfig, RunTotals};
 use crate::error::InputError;
 use crate::units::Bytes;
 use crate::workload::WorkloadError;
@@ -28,15 +29,6 @@ struct Batch {
     cache_misses: u32,
     floats: Vec<f32>,
     ints: Vec<i64>,
-}
-
-/// Values per sample in the batch buffers: (f32s, i64s).
-pub(super) fn sample_shape(pipeline: Pipeline, seq_len: usize) -> (usize, usize) {
-    match pipeline {
-        Pipeline::Image => (image::FLOATS_PER_SAMPLE, 0),
-        Pipeline::Audio => (audio::FLOATS_PER_SAMPLE, 0),
-        Pipeline::Text => (0, 2 * seq_len),
-    }
 }
 
 /// The stated ranges of a run's numbers (docs/workload-spec.md): a batch of at least one sample, limits
@@ -377,24 +369,6 @@ struct Loader<'a> {
     buffers: AtomicU64,
 }
 
-/// The per-worker preprocessing state.
-pub(super) enum Preprocessor {
-    Image(Box<image::ImageWorker>),
-    Audio(Box<audio::AudioWorker>),
-    Text,
-}
-
-impl Preprocessor {
-    /// A fresh worker's state for `pipeline`.
-    pub(super) fn new(pipeline: Pipeline) -> Self {
-        match pipeline {
-            Pipeline::Image => Preprocessor::Image(Box::default()),
-            Pipeline::Audio => Preprocessor::Audio(Box::default()),
-            Pipeline::Text => Preprocessor::Text,
-        }
-    }
-}
-
 impl Loader<'_> {
     /// The item order of `epoch`: a permutation seeded by (seed, epoch).
     fn permutation(&self, epoch: u64) -> Arc<Vec<u32>> {
@@ -498,31 +472,10 @@ impl Loader<'_> {
     }
 }
 
-pub(super) fn preprocess(
-    pre: &mut Preprocessor,
-    bytes: &[u8],
-    rng: &mut ChaCha8Rng,
-    seq_len: usize,
-    floats: &mut [f32],
-    ints: &mut [i64],
-) -> Result<(), String> {
-    match pre {
-        Preprocessor::Image(w) => w.process(bytes, rng, floats),
-        Preprocessor::Audio(w) => w.process(bytes, floats),
-        Preprocessor::Text => text::process(bytes, seq_len, ints),
-    }
-}
-
-/// The augmentation randomness of one sample in one epoch, independent of which worker loads it.
-pub(super) fn sample_rng(seed: u64, epoch: u64, item: usize) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    rng.set_stream((epoch << 32) ^ item as u64);
-    rng
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::builtin::Pipeline;
     use crate::units::Bytes;
     use crate::workload::dataset::{generate, DatasetKind};
     use std::path::{Path, PathBuf};

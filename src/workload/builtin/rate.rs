@@ -6,7 +6,7 @@
 //! exists and keeps it in the dataset directory ([`RATE_FILE`]), keyed by pipeline, the parameters that
 //! change per-sample work, host name, kernel boot id and build, so another boot or host measures again.
 
-use super::pipeline::{preprocess, sample_rng, sample_shape, Preprocessor};
+use super::preprocess::{preprocess, sample_rng, sample_shape, Preprocessor};
 use super::source::Items;
 use super::{Pipeline, RunArgs};
 use crate::clock::thread_cpu_s;
