@@ -23,6 +23,7 @@ pub mod isolate;
 pub mod leftovers;
 pub mod measure;
 pub mod plot;
+pub mod predict;
 pub mod profile;
 pub mod sched;
 pub mod sim;

@@ -799,8 +799,8 @@ fn trimmed_profile(v: &Value) -> Value {
 /// of it, and a write-read round trip.
 #[test]
 fn profile_files() {
-    use synergy::profile::predict::predict;
-    use synergy::profile::{Profile, ProfileError};
+    use synergy::format::profile::{Profile, ProfileError};
+    use synergy::predict::predict;
     let mut full = Vec::new();
     let mut small = Vec::new();
     for dir in ["profiles", "profiles/h200", "profiles/zoo"] {
@@ -1145,7 +1145,7 @@ fn job_lists() {
 /// reads back the same from its byte count.
 #[test]
 fn size_and_rate_strings() {
-    use synergy::profile::file::ServerShape;
+    use synergy::format::profile::ServerShape;
     use synergy::units::{parse_bytes, BytesPerSec};
     use synergy::workload::builtin::rate::GpuRate;
     let seeds: Vec<String> = [
@@ -1258,7 +1258,7 @@ fn size_and_rate_strings() {
 /// the size strings' test, so their own entries are checked here with the same properties.
 #[test]
 fn regressions_of_rates_and_shapes() {
-    use synergy::profile::file::ServerShape;
+    use synergy::format::profile::ServerShape;
     use synergy::units::BytesPerSec;
     for (parser, what, input) in REGRESSIONS {
         match *parser {

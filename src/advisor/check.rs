@@ -217,7 +217,7 @@ pub fn parse_sinfo(origin: &str, text: &str) -> Result<Vec<Partition>, InputErro
             Ok(Partition {
                 name: name.clone(),
                 default: *default,
-                shapes: groups.iter().map(NodeShape::of_group).collect(),
+                shapes: groups.iter().map(super::shape_of_group).collect(),
             })
         })
         .collect()
@@ -227,14 +227,14 @@ pub fn parse_sinfo(origin: &str, text: &str) -> Result<Vec<Partition>, InputErro
 mod tests {
     use super::super::build;
     use super::*;
-    use crate::format::advisor_table::{Demand, TABLE_HEADER};
+    use crate::format::advisor_table::{PerGpuDemand, TABLE_HEADER};
 
     const SINFO: &str = "adv-a1 24 500000 gpu:8 big*\nadv-a2 24 500000 gpu:8 big*\nadv-b1 2 21695 gpu:2(S:0) small\nlogin 4 8000 (null) cpu\n";
 
     fn table() -> (Table, tempfile::NamedTempFile) {
         let profile = tempfile::NamedTempFile::new().unwrap();
         let parts = parse_sinfo("sinfo", SINFO).unwrap();
-        let d = Demand {
+        let d = PerGpuDemand {
             name: "res18".into(),
             cpus_per_gpu: 9.0,
             memory_gib_per_gpu: 58.2,

@@ -9,13 +9,13 @@
 mod check;
 
 pub use crate::format::advisor_table::{
-    Bound, Demand, NodeShape, Partition, Problem, Size, Table, TABLE_HEADER, TABLE_VERSION,
+    Bound, NodeShape, Partition, PerGpuDemand, Problem, Size, Table, TABLE_HEADER, TABLE_VERSION,
 };
 pub use check::{check, parse_sinfo, SINFO_FORMAT};
 
 use crate::error::InputError;
+use crate::format::profile::{Profile, ProfileError};
 use crate::import::machines::MachineGroup;
-use crate::profile::{Profile, ProfileError};
 use crate::sched::catalog::{Catalog, JobModel};
 use std::path::{Path, PathBuf};
 
@@ -26,30 +26,26 @@ pub const SCRIPT_FILE: &str = "job_submit.lua";
 /// The table's file name; the script reads it from its own directory.
 pub const TABLE_FILE: &str = "synergy-advisor.tsv";
 
-impl NodeShape {
-    /// The shape of a machine group read from `sinfo` (cores whole, memory back in MiB).
-    pub(crate) fn of_group(g: &MachineGroup) -> NodeShape {
-        NodeShape {
-            nodes: g.count,
-            gpus: g.gpus,
-            cpus: g.cpus.round() as u32,
-            memory_mb: (g.memory_gb * 1e9 / 1_048_576.0).round() as u64,
-        }
+/// The shape of a machine group read from `sinfo` (cores whole, memory back in MiB).
+pub(crate) fn shape_of_group(g: &MachineGroup) -> NodeShape {
+    NodeShape {
+        nodes: g.count,
+        gpus: g.gpus,
+        cpus: g.cpus.round() as u32,
+        memory_mb: (g.memory_gb * 1e9 / 1_048_576.0).round() as u64,
     }
 }
 
-impl Demand {
-    /// The demand of a catalog model.
-    pub fn of_model(m: &JobModel) -> Demand {
-        let source = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
-        Demand {
-            name: m.name.clone(),
-            cpus_per_gpu: m.best_cpus_per_gpu,
-            memory_gib_per_gpu: m.best_memory_gib_per_gpu,
-            below_share: false,
-            source_mtime_s: mtime_s(&source).unwrap_or(0),
-            source,
-        }
+/// The per-GPU demand of a catalog model.
+pub fn demand_of_model(m: &JobModel) -> PerGpuDemand {
+    let source = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
+    PerGpuDemand {
+        name: m.name.clone(),
+        cpus_per_gpu: m.best_cpus_per_gpu,
+        memory_gib_per_gpu: m.best_memory_gib_per_gpu,
+        below_share: false,
+        source_mtime_s: mtime_s(&source).unwrap_or(0),
+        source,
     }
 }
 
@@ -65,7 +61,7 @@ pub(crate) fn mtime_s(p: &Path) -> Option<u64> {
 ///
 /// The share and the cap are those of the partition's poorest node that has `gpus` GPUs (the smallest
 /// cores and memory among those shapes), so the job fits on every node that can hold its GPUs.
-pub fn size(d: &Demand, partition: &Partition, gpus: u32) -> Option<Size> {
+pub fn size(d: &PerGpuDemand, partition: &Partition, gpus: u32) -> Option<Size> {
     let eligible: Vec<&NodeShape> = partition
         .shapes
         .iter()
@@ -113,7 +109,7 @@ pub fn size(d: &Demand, partition: &Partition, gpus: u32) -> Option<Size> {
 
 /// Loads profiles for the table: each path a profile file or a directory of them (as `--profiles`
 /// reads), names unique across all of them.
-pub fn load_demands(paths: &[PathBuf]) -> Result<Vec<Demand>, ProfileError> {
+pub fn load_demands(paths: &[PathBuf]) -> Result<Vec<PerGpuDemand>, ProfileError> {
     let mut models = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -124,14 +120,14 @@ pub fn load_demands(paths: &[PathBuf]) -> Result<Vec<Demand>, ProfileError> {
         }
     }
     let catalog = Catalog::new(models)?;
-    Ok(catalog.models.iter().map(Demand::of_model).collect())
+    Ok(catalog.models.iter().map(demand_of_model).collect())
 }
 
 /// Builds the table: a `size` row for every profile, partition and GPU count from 1 to the partition's
 /// largest node's, and `job_names` (prefix, profile) as they were given. Partitions without GPUs are left
 /// out. Errors name a job-name rule whose profile is not among `demands`.
 pub fn build(
-    demands: &[Demand],
+    demands: &[PerGpuDemand],
     partitions: &[Partition],
     job_names: &[(String, String)],
     generated_s: u64,
@@ -192,8 +188,8 @@ pub fn write(dir: &Path, table: &Table) -> std::io::Result<[PathBuf; 2]> {
 mod tests {
     use super::*;
 
-    fn demand(name: &str, cpus: f64, gib: f64) -> Demand {
-        Demand {
+    fn demand(name: &str, cpus: f64, gib: f64) -> PerGpuDemand {
+        PerGpuDemand {
             name: name.into(),
             cpus_per_gpu: cpus,
             memory_gib_per_gpu: gib,
@@ -235,7 +231,7 @@ mod tests {
         let s = size(&d, &big(), 1).unwrap();
         assert_eq!((s.cpus, s.cpus_by), (3, Bound::Share));
         assert_eq!((s.memory_mb, s.memory_by), (62_500, Bound::Share));
-        let allowed = Demand {
+        let allowed = PerGpuDemand {
             below_share: true,
             ..d
         };

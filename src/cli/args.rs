@@ -1,8 +1,8 @@
 //! What the user typed: the clap types of every command and their help text, and nothing else. Turning
 //! these into the configurations the library takes is each command's module's job.
 
+use crate::format::profile::ServerShape;
 use crate::isolate::IsolationKind;
-use crate::profile::file::ServerShape;
 use crate::units::{Bytes, BytesPerSec};
 use crate::workload::probe::ProbeKind;
 use crate::workload::{builtin, dataset};

@@ -6,10 +6,10 @@
 //! words everything printed. [`flags`] holds the one table from settings to flags.
 
 use crate::error::InputError;
+use crate::format::profile::ProfileError;
 use crate::isolate::IsolateError;
 use crate::measure::TrialError;
 use crate::profile::plan::ProfileRunError;
-use crate::profile::ProfileError;
 use crate::workload::WorkloadError;
 use clap::Parser as _;
 

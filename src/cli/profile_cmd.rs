@@ -7,9 +7,9 @@ use super::render;
 use super::values::{check_positive, parse_axis};
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::format::profile::Profile;
 use crate::measure::TrialError;
 use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
-use crate::profile::Profile;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -185,13 +185,13 @@ pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
     let p = Profile::read(&args.profile)?;
     check_positive("--cpus", args.cpus)?;
     check_positive("--mem", args.mem)?;
-    let v = crate::profile::predict::predict(&p, args.cpus, args.mem);
+    let v = crate::predict::predict(&p, args.cpus, args.mem);
     if args.json {
         /// The prediction, and what the profile's trials were isolated by.
         #[derive(serde::Serialize)]
         struct Answer<'a> {
             #[serde(flatten)]
-            prediction: &'a crate::profile::predict::ProfilePrediction,
+            prediction: &'a crate::predict::ProfilePrediction,
             isolation: Option<&'a str>,
             limits_enforced: Option<crate::isolate::Limits>,
         }

@@ -2,9 +2,9 @@
 //! module words. Each function returns the whole text, so a command writes it with one `out!`.
 
 use crate::exec::executor::RunReport;
+use crate::format::profile::ErrorSummary;
+use crate::format::profile::Profile;
 use crate::measure::TrialResult;
-use crate::profile::file::ErrorSummary;
-use crate::profile::Profile;
 use crate::units::Bytes;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -476,7 +476,7 @@ pub(super) fn render_prediction(
     p: &Profile,
     cpus: f64,
     mem_gib: f64,
-    v: &crate::profile::predict::ProfilePrediction,
+    v: &crate::predict::ProfilePrediction,
 ) -> String {
     format!(
         "{} at {} cores, {} GiB: {}{:.2}x proportional{}\n{}",
@@ -494,7 +494,7 @@ pub(super) fn render_prediction(
             .as_ref()
             .map(|h| format!(
                 "  profiled under {}\n",
-                crate::profile::file::isolation_said(h)
+                crate::format::profile::isolation_said(h)
             ))
             .unwrap_or_default()
     )

@@ -3,8 +3,8 @@
 
 use super::{ExecError, Work};
 use crate::error::InputError;
+use crate::format::profile::Profile;
 use crate::format::trace::TraceJob;
-use crate::profile::Profile;
 use crate::sched::catalog::{Catalog, JobModel};
 use crate::units::{Bytes, GIB};
 use crate::workload::WorkloadSpec;
@@ -200,7 +200,7 @@ impl JobList {
                 Some(&m) => m,
                 None => {
                     let p = Profile::read(&profile_path).map_err(|err| match err {
-                        crate::profile::ProfileError::Invalid(i) => ExecError::Input(i),
+                        crate::format::profile::ProfileError::Invalid(i) => ExecError::Input(i),
                         other => ExecError::Other(other.to_string()),
                     })?;
                     let m = JobModel::from_profile(&p, &profile_path)?;

@@ -357,7 +357,7 @@ impl Backend for LocalBackend {
         if self.jobs.contains_key(job.name) {
             return Err(ExecError::already_started(job.name));
         }
-        let alloc = alloc.one_server(self.name())?;
+        let alloc = super::one_server(alloc, self.name())?;
         let domain_name = format!("{}{}", self.prefix, job.name);
         let domain = self.iso.create(&domain_name, &budget_of(alloc))?;
         let mut lj = LocalJob {
@@ -383,7 +383,7 @@ impl Backend for LocalBackend {
     }
 
     fn reallocate(&mut self, job: &JobLaunch, alloc: &Allocation) -> Result<Change, ExecError> {
-        let alloc = alloc.one_server(self.name())?;
+        let alloc = super::one_server(alloc, self.name())?;
         let lj = self.job(job.name)?;
         let same_gpus = lj.alloc.gpus == alloc.gpus;
         lj.drain();

@@ -102,47 +102,15 @@ pub struct ServerInfo {
     pub whole_cores: bool,
 }
 
-impl Allocation {
-    /// An allocation on one server.
-    pub fn on_one(part: AllocPart) -> Allocation {
-        Allocation { parts: vec![part] }
-    }
-
-    /// Whether the job runs on more than one server.
-    pub fn is_spread(&self) -> bool {
-        self.parts.len() > 1
-    }
-
-    /// GPUs over all its servers.
-    pub fn gpu_count(&self) -> u32 {
-        self.parts.iter().map(|p| p.gpus.len() as u32).sum()
-    }
-
-    /// Cores over all its servers.
-    pub fn cpus(&self) -> Cores {
-        Cores(self.parts.iter().map(|p| p.cpus.0).sum())
-    }
-
-    /// Memory over all its servers.
-    pub fn memory(&self) -> Bytes {
-        Bytes(self.parts.iter().map(|p| p.memory.0).sum())
-    }
-
-    /// Its part on server `server`, if it has one there.
-    pub fn part_on(&self, server: usize) -> Option<&AllocPart> {
-        self.parts.iter().find(|p| p.server == server)
-    }
-
-    /// Its one part, for a backend that runs every job on one server; an error names `backend` when the
-    /// job was spread (a planner over that backend's one server never spreads a job).
-    pub fn one_server(&self, backend: &str) -> Result<&AllocPart, ExecError> {
-        match self.parts.as_slice() {
-            [one] => Ok(one),
-            parts => Err(ExecError::Other(format!(
-                "the {backend} backend runs a job on one server, but this allocation has {} parts",
-                parts.len()
-            ))),
-        }
+/// The one part of `alloc`, for a backend that runs every job on one server; an error names `backend` when
+/// the job was spread (a planner over that backend's one server never spreads a job).
+pub fn one_server<'a>(alloc: &'a Allocation, backend: &str) -> Result<&'a AllocPart, ExecError> {
+    match alloc.parts.as_slice() {
+        [one] => Ok(one),
+        parts => Err(ExecError::Other(format!(
+            "the {backend} backend runs a job on one server, but this allocation has {} parts",
+            parts.len()
+        ))),
     }
 }
 

@@ -26,7 +26,7 @@ pub struct Table {
     /// The partitions (with GPUs) and their node shapes it was made for.
     pub partitions: Vec<Partition>,
     /// The profiles' demands.
-    pub profiles: Vec<Demand>,
+    pub profiles: Vec<PerGpuDemand>,
     /// Job-name prefixes that name a profile, `(prefix, profile)`.
     pub job_names: Vec<(String, String)>,
     /// What each job is given.
@@ -264,7 +264,7 @@ impl Table {
                         bad("name", c[1], "a new profile (it has a row already)");
                     } else {
                         lines.profiles.insert(c[1].into(), n);
-                        t.profiles.push(Demand {
+                        t.profiles.push(PerGpuDemand {
                             name: c[1].into(),
                             cpus_per_gpu: num(c[2]).unwrap_or_default(),
                             memory_gib_per_gpu: num(c[3]).unwrap_or_default(),
@@ -382,7 +382,7 @@ pub struct NodeShape {
 
 /// What a profile asks of each GPU, as the table records it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Demand {
+pub struct PerGpuDemand {
     /// The profile's `workload.name`: what `--comment=synergy:NAME` names.
     pub name: String,
     /// Best-case cores per GPU.

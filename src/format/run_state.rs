@@ -121,6 +121,38 @@ enum AllocationRepr {
     OneServer(AllocPart),
 }
 
+impl Allocation {
+    /// An allocation on one server.
+    pub fn on_one(part: AllocPart) -> Allocation {
+        Allocation { parts: vec![part] }
+    }
+
+    /// Whether the job runs on more than one server.
+    pub fn is_spread(&self) -> bool {
+        self.parts.len() > 1
+    }
+
+    /// GPUs over all its servers.
+    pub fn gpu_count(&self) -> u32 {
+        self.parts.iter().map(|p| p.gpus.len() as u32).sum()
+    }
+
+    /// Cores over all its servers.
+    pub fn cpus(&self) -> Cores {
+        Cores(self.parts.iter().map(|p| p.cpus.0).sum())
+    }
+
+    /// Memory over all its servers.
+    pub fn memory(&self) -> Bytes {
+        Bytes(self.parts.iter().map(|p| p.memory.0).sum())
+    }
+
+    /// Its part on server `server`, if it has one there.
+    pub fn part_on(&self, server: usize) -> Option<&AllocPart> {
+        self.parts.iter().find(|p| p.server == server)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

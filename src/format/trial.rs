@@ -497,3 +497,214 @@ pub struct CpuCalibration {
     /// outside this process's cpuset), and the thread ran wherever the scheduler put it.
     pub core: Option<usize>,
 }
+
+/// A trial that used under this fraction of the cores it was granted (an emulated accelerator's synthetic
+/// trial) spent its time waiting, not computing: its cores' speed did not set its rate.
+pub const IDLE_FRACTION: f64 = 0.10;
+
+/// Whether a domain that used `got_cores` of `granted_cores` computed enough for its cores' speed to set
+/// its rate ([`IDLE_FRACTION`]).
+pub fn computed(got_cores: f64, granted_cores: f64) -> bool {
+    got_cores >= IDLE_FRACTION * granted_cores
+}
+
+impl Disturbance {
+    /// Whether the trial computed enough for its cores' speed to set its rate: a slow core disturbs
+    /// only such a trial.
+    pub fn computed(&self) -> bool {
+        computed(self.got_cores, self.granted_cores)
+    }
+}
+
+impl Limits {
+    /// What `needed` asks that `self` does not enforce, in words.
+    pub fn missing(&self, needed: &Limits) -> Vec<&'static str> {
+        let mut m = Vec::new();
+        if needed.fractional_cores && !self.fractional_cores {
+            m.push("fractional cores");
+        }
+        if needed.memory && !self.memory {
+            m.push("a memory limit");
+        }
+        if needed.storage && !self.storage {
+            m.push("a storage limit");
+        }
+        m
+    }
+}
+
+impl std::fmt::Display for Limits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut on = vec!["whole cores"];
+        if self.fractional_cores {
+            on.push("fractional cores");
+        }
+        if self.memory {
+            on.push("memory");
+        }
+        if self.storage {
+            on.push("storage");
+        }
+        f.write_str(&on.join(", "))
+    }
+}
+
+/// Keeps what a later line said, where it said something.
+fn take<T>(a: &mut Option<T>, b: Option<T>) {
+    if b.is_some() {
+        *a = b;
+    }
+}
+
+impl RankReport {
+    /// Adds what a probe line from this rank said.
+    pub fn merge(&mut self, line: &ProbeReport) {
+        take(&mut self.pid, line.pid);
+        take(&mut self.batch_size, line.batch_size);
+        take(&mut self.workers, line.workers);
+        take(&mut self.sampler, line.sampler.clone());
+        take(&mut self.device, line.device.clone());
+        take(&mut self.omp_num_threads, line.omp_num_threads.clone());
+        take(&mut self.threads, line.threads);
+    }
+}
+
+impl ProbeReport {
+    /// Adds what a later line said (its fields win).
+    pub fn merge(&mut self, later: ProbeReport) {
+        take(&mut self.torch, later.torch);
+        take(&mut self.batch_size, later.batch_size);
+        take(&mut self.workers, later.workers);
+        take(&mut self.dataset_class, later.dataset_class);
+        take(&mut self.dataset_items, later.dataset_items);
+        take(&mut self.dataset_root, later.dataset_root);
+        take(&mut self.device, later.device);
+        take(&mut self.parameters, later.parameters);
+        take(&mut self.replay, later.replay);
+        take(&mut self.sampler, later.sampler);
+        take(&mut self.omp_num_threads, later.omp_num_threads);
+        take(&mut self.threads, later.threads);
+        take(&mut self.world_size, later.world_size);
+        take(&mut self.rank, later.rank);
+        take(&mut self.pid, later.pid);
+        take(&mut self.launcher, later.launcher);
+        if !later.ranks.is_empty() {
+            self.ranks = later.ranks;
+        }
+    }
+
+    /// Adds a line from one process of the job: a rank's goes to that rank's report (created when
+    /// new) and, for rank 0, to the job's own facts as well, so the job reads as its first rank; a line
+    /// without a rank (a single process, or a launcher) goes to the job's facts.
+    pub fn add_line(&mut self, line: ProbeReport) {
+        let Some(rank) = line.rank else {
+            self.merge(ProbeReport { pid: None, ..line });
+            return;
+        };
+        let i = match self.ranks.binary_search_by_key(&rank, |r| r.rank) {
+            Ok(i) => i,
+            Err(i) => {
+                self.ranks.insert(
+                    i,
+                    RankReport {
+                        rank,
+                        ..RankReport::default()
+                    },
+                );
+                i
+            }
+        };
+        self.ranks[i].merge(&line);
+        self.world_size = self.world_size.max(line.world_size);
+        if rank == 0 || self.batch_size.is_none() {
+            self.merge(ProbeReport {
+                rank: None,
+                pid: None,
+                ranks: Vec::new(),
+                ..line
+            });
+        }
+    }
+
+    /// One line for people: each rank's rate and batches, e.g. `0: 28.2 samples/s (66 batches), 1: ...`.
+    pub fn describe_ranks(&self) -> String {
+        self.ranks
+            .iter()
+            .map(|r| {
+                let rate = r
+                    .samples_per_s
+                    .map_or("no rate".to_string(), |s| format!("{s:.1} samples/s"));
+                format!("{}: {rate} ({} batches)", r.rank, r.steps)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Samples in one step of the whole job: each rank's batch, added (the batch size the probe saw
+    /// times the world size where some rank said nothing of its own).
+    pub fn job_batch_size(&self) -> Option<u32> {
+        let own = self.batch_size?;
+        let world = self.world_size.unwrap_or(1).max(1);
+        if self.ranks.len() as u32 == world && self.ranks.iter().all(|r| r.batch_size.is_some()) {
+            return Some(self.ranks.iter().filter_map(|r| r.batch_size).sum());
+        }
+        Some(own * world)
+    }
+
+    /// One line for people: what the probe saw.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        let each = match self.world_size.filter(|&w| w > 1) {
+            Some(w) => {
+                parts.push(format!("{w} ranks"));
+                " per rank"
+            }
+            None => "",
+        };
+        if let Some(b) = self.batch_size {
+            parts.push(format!("batch {b}{each}"));
+        }
+        if let Some(w) = self.workers {
+            parts.push(format!("{w} loader workers{each}"));
+        }
+        if let Some(s) = &self.sampler {
+            parts.push(s.clone());
+        }
+        match (&self.omp_num_threads, self.threads) {
+            (Some(o), Some(t)) => parts.push(format!("OMP_NUM_THREADS={o}, {t} torch threads")),
+            (None, Some(t)) => parts.push(format!("{t} torch threads")),
+            (Some(o), None) => parts.push(format!("OMP_NUM_THREADS={o}")),
+            (None, None) => {}
+        }
+        if let Some(c) = &self.dataset_class {
+            let items = self
+                .dataset_items
+                .map_or(String::new(), |n| format!(" of {n} samples"));
+            let at = match &self.dataset_root {
+                Some(r) => format!(" in {}", r.display()),
+                None => " (no directory on disk)".into(),
+            };
+            parts.push(format!("{c}{items}{at}"));
+        }
+        if let Some(d) = &self.device {
+            parts.push(format!("model on {d}"));
+        }
+        if let Some(p) = self.parameters {
+            parts.push(format!("{:.2}M parameters", p as f64 / 1e6));
+        }
+        if let Some(r) = &self.replay {
+            parts.push(format!(
+                "synthetic: replayed {} kept batches from {}",
+                r.batches, r.device
+            ));
+        }
+        if parts.is_empty() {
+            match self.torch {
+                Some(true) => "PyTorch imported, no DataLoader batch seen".into(),
+                _ => "nothing seen".into(),
+            }
+        } else {
+            parts.join(", ")
+        }
+    }
+}

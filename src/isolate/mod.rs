@@ -16,48 +16,6 @@ use crate::units::{Bytes, BytesPerSec, Cores};
 use serde::{Deserialize, Serialize};
 use std::os::fd::RawFd;
 
-impl Limits {
-    /// What `needed` asks that `self` does not enforce, in words.
-    pub fn missing(&self, needed: &Limits) -> Vec<&'static str> {
-        let mut m = Vec::new();
-        if needed.fractional_cores && !self.fractional_cores {
-            m.push("fractional cores");
-        }
-        if needed.memory && !self.memory {
-            m.push("a memory limit");
-        }
-        if needed.storage && !self.storage {
-            m.push("a storage limit");
-        }
-        m
-    }
-
-    /// What a budget needs.
-    pub fn of_budget(budget: &Budget) -> Limits {
-        Limits {
-            fractional_cores: budget.cpus.0.fract() != 0.0,
-            memory: budget.mem_limit.is_some(),
-            storage: budget.read_limit.is_some(),
-        }
-    }
-}
-
-impl std::fmt::Display for Limits {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut on = vec!["whole cores"];
-        if self.fractional_cores {
-            on.push("fractional cores");
-        }
-        if self.memory {
-            on.push("memory");
-        }
-        if self.storage {
-            on.push("storage");
-        }
-        f.write_str(&on.join(", "))
-    }
-}
-
 /// A block device, as `major:minor`, that a storage limit applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockDevice {
@@ -82,6 +40,17 @@ pub struct Budget {
     /// counts reads only in groups with a throttle rule, so there this installs one far above any
     /// device's speed; other backends count reads anyway.
     pub count_reads_on: Option<BlockDevice>,
+}
+
+impl Budget {
+    /// The kinds of limit it needs enforced.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            fractional_cores: self.cpus.0.fract() != 0.0,
+            memory: self.mem_limit.is_some(),
+            storage: self.read_limit.is_some(),
+        }
+    }
 }
 
 /// Resource use of a domain since it was created.

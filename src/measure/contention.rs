@@ -5,7 +5,8 @@
 //! statistics, tell a trial that lacked CPU because others used it from one that simply needed less.
 //! docs/profile-format.md ("Disturbed trials") states the rule.
 
-pub use crate::format::trial::{Disturbance, Pressure};
+use crate::format::trial::computed;
+pub use crate::format::trial::{Disturbance, Pressure, IDLE_FRACTION};
 use crate::isolate::DomainStats;
 use procfs::{Current, CurrentSI};
 
@@ -18,15 +19,6 @@ const OTHERS_FRACTION: f64 = 0.50;
 /// A trial whose core ran, by the speed probe, below this fraction of its fastest reading on average
 /// was slowed by the machine under it (another tenant of a virtual machine's physical core).
 pub const SLOW_CORE: f64 = 0.85;
-/// A trial that used under this fraction of the cores it was granted (an emulated accelerator's synthetic
-/// trial) spent its time waiting, not computing: its cores' speed did not set its rate.
-const IDLE_FRACTION: f64 = 0.10;
-
-/// Whether a domain that used `got_cores` of `granted_cores` computed enough for its cores' speed to set
-/// its rate ([`IDLE_FRACTION`]).
-fn computed(got_cores: f64, granted_cores: f64) -> bool {
-    got_cores >= IDLE_FRACTION * granted_cores
-}
 
 /// Host-side figures at one moment, for the cores of one domain.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -83,14 +75,6 @@ fn waited_ns(pids: &[i32]) -> Option<u64> {
         }
     }
     sum
-}
-
-impl Disturbance {
-    /// Whether the trial computed enough for its cores' speed to set its rate: a slow core disturbs
-    /// only such a trial.
-    pub fn computed(&self) -> bool {
-        computed(self.got_cores, self.granted_cores)
-    }
 }
 
 /// One reading of a domain and of the host, at `t_s` seconds into the trial.

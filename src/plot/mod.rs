@@ -13,7 +13,7 @@ pub use render::{DrawError, Format, Size};
 pub use sim_data::RunData;
 
 use crate::error::InputError;
-use crate::profile::{Profile, ProfileError};
+use crate::format::profile::{Profile, ProfileError};
 use render::Chart;
 use serde::Serialize;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,9 @@
 //! The sensitivity matrix from a fitted model: the grid's axes, throughput at every cell, normalization to
 //! the GPU-proportional share of a server shape, the per-GPU view, and the best-case demand vector.
 
-use super::file::{Demand, FittedModel, Matrix, PerGpuMatrix, RatedAllocation, ServerShape};
+use crate::format::profile::{
+    Demand, FittedModel, Matrix, PerGpuMatrix, RatedAllocation, ServerShape,
+};
 use crate::stall::Stage;
 use crate::units::GIB;
 
@@ -186,7 +188,7 @@ pub fn make_monotone_in_cores(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::file::HitRatioRow;
+    use crate::format::profile::HitRatioRow;
     use crate::stall::{CpuCurve, CpuPoint, FetchModel, HitModel, StallModel};
 
     fn model() -> FittedModel {

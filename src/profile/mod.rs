@@ -1,12 +1,8 @@
 //! Profiles: the plan that measures a workload cheaply (optimistic profiling), the sensitivity matrix
-//! derived from the data-stall model, and the versioned profile file (`synergy-profile/1`) with its reader,
-//! validator and CSV export.
+//! derived from the data-stall model, refinement from what real runs observed, and the published model
+//! zoo. The profile file itself is [`crate::format::profile`].
 
-pub use crate::format::profile as file;
 pub mod matrix;
 pub mod plan;
-pub mod predict;
 pub mod refine;
 pub mod zoo;
-
-pub use file::{Profile, ProfileError, SCHEMA};

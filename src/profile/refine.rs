@@ -19,11 +19,11 @@
 //!
 //! Each cell records where its number comes from ([`CellSource`]). Disturbed observations are left out.
 
-use super::file::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
 use super::matrix;
 use crate::error::InputError;
 use crate::format::observation::Observation;
 pub use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
+use crate::format::profile::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
 use crate::measure::estimate::{Estimate, StopReason};
 use crate::measure::telemetry::Telemetry;
 use crate::measure::trial::{IsolationReport, TrialAllocation, TrialResult, TRIAL_SCHEMA};

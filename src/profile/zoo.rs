@@ -2,7 +2,7 @@
 //! `synergy-profile/1` files, so the simulator reads published and measured models the same way.
 
 use crate::error::InputError;
-use crate::profile::file::{
+use crate::format::profile::{
     Demand, Matrix, PerGpuMatrix, Profile, ProfileError, RatedAllocation, ServerShape, WorkloadInfo,
 };
 use crate::stall::HitModel;
@@ -105,7 +105,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
             ));
         }
         let best_mem = gb_to_gib(m.best_mem_gb_per_gpu);
-        let at_best = crate::profile::predict::interpolate(
+        let at_best = crate::predict::interpolate(
             &cpus,
             &memory_gib,
             &m.throughput_normalized,
@@ -119,7 +119,7 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
             normalized: at_best,
         };
         let p = Profile {
-            schema: crate::profile::SCHEMA.to_string(),
+            schema: crate::format::profile::SCHEMA.to_string(),
             source: ZOO_SOURCE.to_string(),
             workload: WorkloadInfo {
                 name: name.clone(),
@@ -226,7 +226,7 @@ mod tests {
         assert!((p.matrix.proportional.memory_gib - 58.2077).abs() < 1e-3);
         assert!((p.server.memory_gib - 465.661).abs() < 1e-2);
         assert_eq!(p.demand.per_gpu.normalized, 2.0);
-        let at_prop = crate::profile::predict::predict(p, 3.0, gb_to_gib(62.5));
+        let at_prop = crate::predict::predict(p, 3.0, gb_to_gib(62.5));
         assert!((at_prop.normalized - 1.0).abs() < 1e-12);
     }
 

@@ -2,8 +2,8 @@
 //! demand, iteration time, class), loaded by `workload.name` from a directory of profiles.
 
 use crate::error::InputError;
-use crate::profile::predict::interpolate;
-use crate::profile::{Profile, ProfileError};
+use crate::format::profile::{Profile, ProfileError};
+use crate::predict::interpolate;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

@@ -22,7 +22,7 @@ pub enum SimError {
     Input(#[from] crate::error::InputError),
     /// A profile file could not be read.
     #[error(transparent)]
-    Profile(#[from] crate::profile::ProfileError),
+    Profile(#[from] crate::format::profile::ProfileError),
     /// The window did not finish within [`engine::MAX_SIMULATED_S`]: jobs that can never run.
     #[error(
         "the measured jobs had not finished after {simulated_h:.0} simulated hours; giving up"
@@ -50,7 +50,8 @@ impl SimError {
     pub fn is_input(&self) -> bool {
         matches!(
             self,
-            SimError::Input(_) | SimError::Profile(crate::profile::ProfileError::Invalid(_))
+            SimError::Input(_)
+                | SimError::Profile(crate::format::profile::ProfileError::Invalid(_))
         )
     }
 }

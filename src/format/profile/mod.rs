@@ -1,7 +1,7 @@
 //! The profile file, schema `synergy-profile/1.12` (docs/architecture.md §3.4, docs/profile-format.md):
 //! types, a reader (that still reads `synergy-profile/1`), an atomic writer, and the long-format CSV
 //! export. What the reader checks is in `profile::validate`; predictions from a profile are in
-//! `profile::predict`. The data-stall model's fitted parameters are here as they are stored; what they
+//! `predict`. The data-stall model's fitted parameters are here as they are stored; what they
 //! predict is the stall model's.
 
 mod check;

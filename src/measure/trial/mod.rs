@@ -227,7 +227,7 @@ pub fn run_trial(
         &*backend,
         &why,
         req.isolation,
-        &isolate::Limits::of_budget(&budget),
+        &budget.limits(),
         "this trial",
     )?;
     // Cores come from the host-wide ledger, so two synergy processes never pin the same ones. The lease is

@@ -51,7 +51,7 @@ impl CpuChart {
                 p.source,
                 p.host
                     .as_ref()
-                    .map(|h| format!(" under {}", crate::profile::file::isolation_said(h)))
+                    .map(|h| format!(" under {}", crate::format::profile::isolation_said(h)))
                     .unwrap_or_default()
             ),
         )?;

@@ -26,7 +26,7 @@ impl HeatmapChart {
                 .map(|h| {
                     format!(
                         "; measured under {}",
-                        crate::profile::file::isolation_said(h)
+                        crate::format::profile::isolation_said(h)
                     )
                 })
                 .unwrap_or_default(),

@@ -7,8 +7,8 @@ use super::render::{
 };
 use super::{Input, Kind, PlotError};
 use crate::error::InputError;
-use crate::profile::file::TrialRole;
-use crate::profile::Profile;
+use crate::format::profile::Profile;
+use crate::format::profile::TrialRole;
 use crate::stall::{HitModel, Stage};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;

@@ -4,8 +4,8 @@
 use super::cpu::Sweep;
 use super::runner::Runner;
 use super::{base_request, Plan, ProfileRunError};
+use crate::format::profile::{AcceleratorFit, TrialRole};
 use crate::measure::Estimate;
-use crate::profile::file::{AcceleratorFit, TrialRole};
 use crate::stall::CpuPoint;
 
 /// Stage 2: the accelerator alone, fed synthetic batches (a probed script's first batches replayed),

@@ -4,11 +4,11 @@
 
 use super::runner::Runner;
 use super::ProfileRequest;
-use crate::measure::hostspeed::cpu_calibration;
-use crate::measure::TrialResult;
-use crate::profile::file::{
+use crate::format::profile::{
     DatasetInfo, HostInfo, ProfileTrial, SpeedCheck, TrialRole, WorkloadInfo,
 };
+use crate::measure::hostspeed::cpu_calibration;
+use crate::measure::TrialResult;
 use crate::stall::HitModel;
 use crate::workload::probe::ProbeReport;
 use crate::workload::WorkloadSpec;

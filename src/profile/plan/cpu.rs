@@ -3,9 +3,9 @@
 
 use super::runner::{read_slow, Runner};
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
+use crate::format::profile::TrialRole;
 use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::{CacheState, TrialResult};
-use crate::profile::file::TrialRole;
 use crate::stall::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
 
 /// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the

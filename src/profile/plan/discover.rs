@@ -4,7 +4,7 @@
 use super::runner::Runner;
 use super::{base_request, ProfileRunError};
 use crate::error::InputError;
-use crate::profile::file::TrialRole;
+use crate::format::profile::TrialRole;
 use crate::workload::WorkloadSpec;
 
 /// Stage 0: a probed script whose dataset the spec does not name runs once as it is, at the most cores,

@@ -6,8 +6,8 @@ use super::cpu::cpu_bound;
 use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
+use crate::format::profile::{CoreSpeedReference, FittedModel, HitRatioRow};
 use crate::measure::hostspeed::{PIPELINE_SPEED_EXPONENT, PROBE_SHAPE_BAND};
-use crate::profile::file::{CoreSpeedReference, FittedModel, HitRatioRow};
 use crate::stall::{minio_hit_ratio, CostPoint, HitModel, LoaderQueue, MissCost, StallModel};
 use crate::workload::builtin::DEFAULT_PREFETCH_BATCHES;
 

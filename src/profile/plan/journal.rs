@@ -3,8 +3,8 @@
 
 use super::ProfileRunError;
 use crate::format::journal;
+use crate::format::profile::{ProfileError, ProfileTrial, TrialRole};
 use crate::measure::{TrialRequest, TrialResult};
-use crate::profile::file::{ProfileError, ProfileTrial, TrialRole};
 use std::collections::HashMap;
 use std::path::PathBuf;
 

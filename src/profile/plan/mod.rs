@@ -50,10 +50,10 @@ use fit::fit;
 use runner::Runner;
 use validate::{summaries, validate};
 
-use super::file::{FittedModel, Profile, ProfileError, ServerShape, SCHEMA};
 use super::matrix;
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::format::profile::{FittedModel, Profile, ProfileError, ServerShape, SCHEMA};
 use crate::isolate::{self, IsolationKind, Limits};
 use crate::measure::{self, CacheState, EstimatorConfig, TrialError, TrialRequest, TrialResult};
 use crate::stall::HitModel;
@@ -343,7 +343,7 @@ pub fn run_profile(
 fn job_gpus(
     req: &ProfileRequest,
     spec: &WorkloadSpec,
-    trials: &[crate::profile::file::ProfileTrial],
+    trials: &[crate::format::profile::ProfileTrial],
     warnings: &mut Vec<String>,
 ) -> u32 {
     let world = assemble::probe_seen(trials).and_then(|p| p.world_size);

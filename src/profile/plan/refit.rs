@@ -9,7 +9,7 @@ use super::assemble::now_rfc3339;
 use super::runner::trial_name;
 use super::{ProfileRequest, DEFAULT_REFINE_TOLERANCE};
 use crate::error::InputError;
-use crate::profile::file::{HostInfo, Profile, ProfileTrial, SpeedCheck, TrialRole};
+use crate::format::profile::{HostInfo, Profile, ProfileTrial, SpeedCheck, TrialRole};
 use crate::stall::FetchModel;
 use crate::units::BytesPerSec;
 use crate::workload::WorkloadSpec;

@@ -3,9 +3,9 @@
 
 use super::runner::Runner;
 use super::{Plan, ProfileRunError};
+use crate::format::profile::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::TrialError;
-use crate::profile::file::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::stall::HitModel;
 use crate::units::{Bytes, GIB};
 

@@ -475,8 +475,8 @@ impl Loader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::builtin::Pipeline;
     use crate::units::Bytes;
+    use crate::workload::builtin::Pipeline;
     use crate::workload::dataset::{generate, DatasetKind};
     use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Predictions from a profile: the fitted model's T(c, m) with its hit-ratio tables
 //! (docs/architecture.md §4), or, for a profile without a model, bilinear interpolation in its matrix.
 
-use super::file::{FittedModel, HitRatioRow, Profile};
+use crate::format::profile::{FittedModel, HitRatioRow, Profile};
 use crate::stall::{at_accelerator, EpochHits, HitModel, Stage};
 use serde::{Deserialize, Serialize};
 
