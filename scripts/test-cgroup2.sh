@@ -12,23 +12,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The same test binaries `cargo test --release` built (no rebuild when it just ran).
-bins="$(cargo test --release --no-run --message-format=json 2>/dev/null | python3 -c '
+# The same test binaries `cargo test --release --workspace` built (no rebuild when it just ran).
+bins="$(cargo test --release --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["kind"][0], m["target"]["name"], m["executable"])
 ')"
-lib="$(awk '$1 == "lib" && $2 == "synergy" { print $3 }' <<<"$bins")"
+# The cgroup backend's tests are the isolate crate's, the reaping's the measure crate's.
+isolate="$(awk '$1 == "lib" && $2 == "synergy_isolate" { print $3 }' <<<"$bins")"
+measure="$(awk '$1 == "lib" && $2 == "synergy_measure" { print $3 }' <<<"$bins")"
 it="$(awk '$1 == "test" && $2 == "it" { print $3 }' <<<"$bins")"
-[[ -x $lib && -x $it ]] || { echo "test-cgroup2: test binaries not found in: $bins" >&2; exit 1; }
+[[ -x $isolate && -x $measure && -x $it ]] || { echo "test-cgroup2: test binaries not found in: $bins" >&2; exit 1; }
 
 start=$SECONDS
 scripts/cgroup2-vm.sh run --timeout 900 -- sh -c "
   set -e
   echo \"kernel \$(uname -r); cgroup2 controllers: \$(cat /sys/fs/cgroup/cgroup.controllers)\"
-  '$lib' --test-threads=1 --nocapture isolate:: leftovers::
+  '$isolate' --test-threads=1 --nocapture isolate::
+  '$measure' --test-threads=1 --nocapture leftovers::
   '$it' --include-ignored --test-threads=1 --nocapture cgroup_v2:: --skip cgroup_v2::systemd::
 "
 # Again with systemd as PID 1, as servers run: synergy's delegated scope from the system manager.

@@ -20,7 +20,7 @@ scripts/slurm-setup.sh --nodes 2
 SYNERGY_PYTHON="$(scripts/install-pytorch.sh)"
 export SYNERGY_PYTHON
 
-cargo test --release "$@"
+cargo test --release --workspace "$@"
 if [[ $# -eq 0 ]]; then
   scripts/test-cgroup2.sh
 fi

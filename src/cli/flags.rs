@@ -108,8 +108,8 @@ mod tests {
     /// users in its neutral form.
     #[test]
     fn every_setting_the_library_names_has_a_flag() {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = vec![src];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("src"), root.join("crates")];
         let mut missing = Vec::new();
         while let Some(p) = files.pop() {
             if p.is_dir() {

@@ -1,0 +1,136 @@
+//! Which journaled trial a resumed plan's request is: trials are matched by what they measured
+//! (docs/architecture.md §7). The file itself is [`crate::format::journal`].
+
+use super::ProfileRunError;
+use crate::format::journal;
+use crate::format::profile::{ProfileError, ProfileTrial, TrialRole};
+use crate::measure::{TrialRequest, TrialResult};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+pub use crate::format::journal::{has_journaled_trials, journal_path};
+
+/// Finished trials, saved one JSON line each so an interrupted profile can resume.
+pub(super) struct Journal {
+    path: PathBuf,
+    /// The journaled trials by [`key`], in the order they ran (a trial measured again has two), for a
+    /// resumed plan to find.
+    done: HashMap<String, Vec<ProfileTrial>>,
+    /// The trials of this run, in the order the plan asked for them (journaled ones included).
+    pub(super) order: Vec<ProfileTrial>,
+}
+
+impl Journal {
+    /// Opens the journal at `path`: with `resume`, the trials it holds; else empty, any old one removed.
+    pub(super) fn open(path: PathBuf, resume: bool) -> Result<Self, ProfileRunError> {
+        let trials = if resume {
+            journal::read(&path)?
+        } else {
+            let _ = std::fs::remove_file(&path);
+            Vec::new()
+        };
+        Ok(Self::replay(path, trials))
+    }
+
+    /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a re-fit passes the
+    /// profile's trials and never appends (it measures nothing), so `path` is then only named in messages.
+    pub(super) fn replay(path: PathBuf, trials: impl IntoIterator<Item = ProfileTrial>) -> Self {
+        let mut done: HashMap<String, Vec<ProfileTrial>> = HashMap::new();
+        for t in trials {
+            done.entry(key(t.role, t.memory_gib, &t.result))
+                .or_default()
+                .push(t);
+        }
+        Journal {
+            path,
+            done,
+            order: Vec::new(),
+        }
+    }
+
+    /// The journaled trial for the plan's next request with key `k` ([`key_of`]): the first for its first
+    /// request, the second for a request of the same trial again (a trial measured again), and so on.
+    pub(super) fn journaled(&self, k: &str) -> Option<&ProfileTrial> {
+        let earlier = self
+            .order
+            .iter()
+            .filter(|t| key(t.role, t.memory_gib, &t.result) == k)
+            .count();
+        self.done.get(k)?.get(earlier)
+    }
+
+    /// Whether any run of a trial with key `k` is journaled.
+    pub(super) fn journaled_any(&self, k: &str) -> bool {
+        self.done.contains_key(k)
+    }
+
+    /// Saves a finished trial, synced before the plan goes on.
+    pub(super) fn append(&mut self, t: &ProfileTrial) -> Result<(), ProfileRunError> {
+        journal::append(&self.path, t).map_err(|source| ProfileError::Io {
+            context: format!("writing the trial journal {}", self.path.display()),
+            source,
+        })?;
+        Ok(())
+    }
+}
+
+/// Identifies a trial by what it measured, so a resumed plan finds it again.
+fn key(role: TrialRole, memory_gib: Option<f64>, r: &TrialResult) -> String {
+    let a = &r.allocation;
+    format!(
+        "{role:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        a.cpus,
+        memory_gib,
+        a.mem_limit_bytes,
+        a.cache_bytes,
+        a.cache_state,
+        a.storage_limit_bytes_per_s,
+        a.synthetic
+    )
+}
+
+/// The [`key`] a trial about to run will have once it has run.
+pub(super) fn key_of(role: TrialRole, memory_gib: Option<f64>, req: &TrialRequest) -> String {
+    format!(
+        "{role:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        req.cpus,
+        memory_gib,
+        req.mem_limit.map(|b| b.0),
+        req.cache_bytes.map(|b| b.0),
+        req.cache_state,
+        req.storage_limit.map(|b| b.0),
+        req.synthetic
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_measured_again_is_found_again_in_its_turn() {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../../profiles/image.json")).unwrap();
+        let first: ProfileTrial = serde_json::from_value(shipped["trials"][0].clone()).unwrap();
+        let mut again = first.clone();
+        again.result.throughput.samples_per_s += 1.0;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.trials.jsonl");
+        let lines: Vec<String> = [&first, &again]
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap())
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let mut j = Journal::open(path, true).unwrap();
+        let k = key(first.role, first.memory_gib, &first.result);
+        assert_eq!(j.journaled(&k), Some(&first));
+        j.order.push(first.clone());
+        assert_eq!(
+            j.journaled(&k),
+            Some(&again),
+            "the second request gets the second run"
+        );
+        j.order.push(again);
+        assert_eq!(j.journaled(&k), None, "a third is measured");
+    }
+}
