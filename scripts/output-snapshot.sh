@@ -10,7 +10,7 @@ rm -rf "$out"; mkdir -p "$out"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 n=0
 # Elapsed times, dates and the binary's own path differ between runs and builds; nothing else may.
-mask() { sed -E -e 's/[0-9]+(\.[0-9]+)? ?(ms|s)\b/<T>/g' -e "s#$work#<W>#g" -e "s/[0-9]+ job-rounds\/s/<R> job-rounds\/s/g" -e "s#$bin#<BIN>#g" \
+mask() { sed -E -e 's/[0-9]+(\.[0-9]+)? ?(ms|s)\b/<T>/g' -e "s#$work#<W>#g" -e "s/[0-9]+ job-rounds\/s/<R> job-rounds\/s/g" -e "s/\b1[78][0-9]{8}\b/<UNIX>/g" -e "s#$bin#<BIN>#g" \
   -e 's/"(elapsed|wall|seconds|took|generated_at|created|written_at|job_rounds_per_s)[a-z_]*": ?[0-9.e+-]+/"\1": <T>/g'; }
 snap() {
   n=$((n + 1)); local name; name=$(printf '%02d' $n)-$(echo "$*" | tr -c 'a-zA-Z0-9._-' '_' | cut -c1-80)
@@ -21,7 +21,7 @@ root=$PWD
 cp -r profiles examples workloads tests/data "$work/"
 cp ../shared/reference/synergy-model-zoo.json "$work/zoo.json" 2>/dev/null || true
 for c in "" measure profile predict simulate plot run import-zoo dataset workload trace slurm \
-  "profile refine" "profile refit" "dataset gen" "dataset rate" "trace import" "trace cluster" "slurm advisor"; do
+  "profile refine" "profile replay" "dataset gen" "dataset rate" "trace import" "trace cluster" "slurm advisor"; do
   # shellcheck disable=SC2086
   snap $c --help
 done
@@ -40,8 +40,8 @@ snap plot profiles/image.json --kind cpu -o cpu.svg --json
 snap run examples/jobs-mixed.toml --dry-run --gpus 2
 snap run examples/jobs-mixed.toml --dry-run --gpus 2 --json
 snap run examples/jobs-ddp.toml --dry-run --gpus 8
-snap profile refine profiles/image.json --from data --out refined.json --json
-snap profile refine profiles/audio.json --from data --include-disturbed --out refined-audio.json --json
+snap profile refine profiles/image.json --from data/formats/observation --out refined.json --json
+snap profile refine profiles/audio.json --from data/formats/observation --include-disturbed --out refined-audio.json --json
 snap import-zoo zoo.json --out-dir zoo-out
 for f in philly:data/traces/philly.json helios:data/traces/helios.csv acme:data/traces/acme.csv \
   sacct:data/traces/jobs.sacct gavel:data/traces/gavel.trace tiresias:data/traces/tiresias.csv; do
@@ -51,8 +51,9 @@ snap trace import --format pai data/traces/pai_job_table.csv data/traces/pai_tas
 snap trace cluster --format philly data/traces/cluster_machine_list
 snap trace cluster --format pai data/traces/pai_machine_spec.csv
 snap trace cluster --format sinfo data/traces/nodes.sinfo
-snap slurm advisor profiles/zoo profiles/image.json --sinfo data/traces/nodes.sinfo --out advisor-out
-snap slurm advisor profiles/zoo --sinfo data/traces/nodes.sinfo --out advisor-json --json
+snap slurm advisor profiles/zoo profiles/image.json --sinfo data/traces/partitions.sinfo --out advisor-out
+snap slurm advisor profiles/zoo --sinfo data/traces/partitions.sinfo --out advisor-json --json
+snap slurm advisor --check advisor-out/synergy-advisor.tsv --sinfo data/traces/partitions.sinfo
 snap measure nope --cpus 1
 snap profile nope
 # Every file the commands wrote, masked the same way (PNG bytes aside).

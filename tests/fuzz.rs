@@ -1282,7 +1282,7 @@ fn regressions_of_rates_and_shapes() {
 #[test]
 fn imported_traces() {
     use synergy::import::assign::ModelRule;
-    use synergy::import::{import, Format, ImportOptions, JobState, WideJobs};
+    use synergy::import::{import, Format, ImportOptions, JobOutcome, WideJobs};
     use synergy::sched::catalog::Catalog;
     let catalog = Catalog::load_dir(&repo().join("profiles/zoo")).unwrap();
     let data = repo().join("tests/data/traces");
@@ -1301,7 +1301,11 @@ fn imported_traces() {
     let texts: Vec<String> = seeds.iter().map(|(_, t)| t.clone()).collect();
     let names: Vec<String> = catalog.models.iter().map(|m| m.name.clone()).collect();
     let opts = ImportOptions {
-        states: vec![JobState::Completed, JobState::Failed, JobState::Cancelled],
+        states: vec![
+            JobOutcome::Completed,
+            JobOutcome::Failed,
+            JobOutcome::Cancelled,
+        ],
         from_s: None,
         to_s: None,
         load_scale: 1.0,

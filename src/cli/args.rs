@@ -336,26 +336,28 @@ pub(super) enum ProfileAction {
         after_help = "Examples:\n  synergy profile refine profiles/image.json --from runs/ --out image-here.json\n  synergy profile refine profiles/image.json --from jobs.state.observations.jsonl --json"
     )]
     Refine(RefineArgs),
-    /// Derive a measured profile's model, matrix and validation again with this version's fit, from the
-    /// trials it holds, measuring nothing: what it measured outside its trials (the CPU calibration,
-    /// the read probe, the storage rate) is taken as recorded. Needs the workload's spec and dataset.
+    /// Replay the profiling plan over the trials a profile holds, measuring nothing: its model, matrix
+    /// and validation are derived again with this version's fit, and what it measured outside its
+    /// trials (the CPU calibration, the read probe, the storage rate) is taken as recorded. Needs the
+    /// workload's spec and dataset. (Formerly `refit`, still accepted.)
     #[command(
-        after_help = "Examples:\n  synergy profile refit profiles/image.json --out image-refit.json\n  synergy profile refit old.json --spec workloads/image.toml --json"
+        alias = "refit",
+        after_help = "Examples:\n  synergy profile replay profiles/image.json --out image-replayed.json\n  synergy profile replay old.json --spec workloads/image.toml --json"
     )]
-    Refit(RefitArgs),
+    Replay(ReplayArgs),
 }
 
 #[derive(Debug, clap::Args)]
-pub(super) struct RefitArgs {
-    /// The profile to re-fit (a measured one: it needs its trials).
+pub(super) struct ReplayArgs {
+    /// The profile to replay (a measured one: it needs its trials).
     pub(super) profile: PathBuf,
     /// The workload's spec file or built-in name (default: the one the profile names).
     #[arg(long)]
     pub(super) spec: Option<String>,
-    /// Where to write the re-fitted profile (default: PROFILE with `.refit.json`).
+    /// Where to write the replayed profile (default: PROFILE with `.replayed.json`).
     #[arg(long)]
     pub(super) out: Option<PathBuf>,
-    /// Print the re-fitted profile as JSON.
+    /// Print the replayed profile as JSON.
     #[arg(long)]
     pub(super) json: bool,
 }

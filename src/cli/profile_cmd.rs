@@ -1,7 +1,7 @@
 //! `synergy profile`, `predict` and `import-zoo`: making profiles and reading them. What `profile`'s
 //! flags ask for becomes a [`ProfileRequest`] in [`profile_request`].
 
-use super::args::{PredictArgs, ProfileAction, ProfileArgs, RefineArgs, RefitArgs};
+use super::args::{PredictArgs, ProfileAction, ProfileArgs, RefineArgs, ReplayArgs};
 use super::measure_cmd::workload_of;
 use super::render;
 use super::values::{check_positive, parse_axis};
@@ -46,8 +46,8 @@ fn refine_cmd(args: RefineArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Runs `profile refit`: the plan again over the profile's own trials, with nothing measured.
-fn refit_cmd(args: RefitArgs) -> anyhow::Result<i32> {
+/// Runs `profile replay`: the plan again over the profile's own trials, with nothing measured.
+fn replay_cmd(args: ReplayArgs) -> anyhow::Result<i32> {
     let origin = args.profile.display().to_string();
     let profile = Profile::read(&args.profile)?;
     let spec = match args.spec {
@@ -57,8 +57,8 @@ fn refit_cmd(args: RefitArgs) -> anyhow::Result<i32> {
     let spec = workload_of(Some(&spec), None, None, None, &[])?;
     let out = args
         .out
-        .unwrap_or_else(|| args.profile.with_extension("refit.json"));
-    let req = plan::refit_request(&profile, &origin, spec, out.clone())?;
+        .unwrap_or_else(|| args.profile.with_extension("replayed.json"));
+    let req = plan::replay_request(&profile, &origin, spec, out.clone())?;
     // Generating the dataset again can take a while; Ctrl-C stops it cleanly.
     let cancel = Cancel::on_signals()?;
     let p = match plan::run_profile(&req, &indicatif::ProgressBar::hidden(), &cancel) {
@@ -81,7 +81,7 @@ fn refit_cmd(args: RefitArgs) -> anyhow::Result<i32> {
 pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
     match args.action.take() {
         Some(ProfileAction::Refine(r)) => return refine_cmd(r),
-        Some(ProfileAction::Refit(r)) => return refit_cmd(r),
+        Some(ProfileAction::Replay(r)) => return replay_cmd(r),
         None => {}
     }
     let (json, plot) = (args.json, args.plot);

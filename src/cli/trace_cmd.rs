@@ -9,7 +9,7 @@ use super::values::{check_positive, parse_list};
 use crate::error::InputError;
 use crate::import::assign::{read_map, ModelRule};
 use crate::import::machines::{read_machines, to_cluster_toml, PerGpu};
-use crate::import::{self, time::parse_time, ImportOptions, JobState, WideJobs};
+use crate::import::{self, time::parse_time, ImportOptions, JobOutcome, WideJobs};
 use crate::sched::catalog::Catalog;
 use std::path::Path;
 
@@ -116,12 +116,12 @@ pub(super) fn import_options(
 ) -> Result<ImportOptions, InputError> {
     let cluster = cluster_from_flags(cluster)?;
     let states = if states.trim() == "all" {
-        <JobState as clap::ValueEnum>::value_variants().to_vec()
+        <JobOutcome as clap::ValueEnum>::value_variants().to_vec()
     } else {
         states
             .split(',')
             .map(|w| {
-                <JobState as clap::ValueEnum>::from_str(w.trim(), true).map_err(|_| {
+                <JobOutcome as clap::ValueEnum>::from_str(w.trim(), true).map_err(|_| {
                     InputError::new(
                         "--states",
                         format!("`{w}` is not a state (completed, failed, cancelled, timeout, running, other, or all)"),

@@ -4,7 +4,7 @@
 //! does (docs/traces.md).
 
 use super::time::{is_missing, parse_elapsed, parse_time};
-use super::{Format, JobState, RawJob, Sink};
+use super::{Format, JobOutcome, RawJob, Sink};
 use crate::error::InputError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -267,7 +267,7 @@ fn read_helios_like(format: Format, path: &Path, sink: &mut Sink) -> Result<(), 
                 submit_s,
                 run_time(row, d, s, e)?,
                 row.count(rec, gpus, "gpu_num")?,
-                JobState::from_word(row.get(rec, state, "state")?),
+                JobOutcome::from_word(row.get(rec, state, "state")?),
             )
         });
         Ok(())
@@ -297,7 +297,7 @@ fn read_tiresias(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
                 submit_s,
                 row.num(rec, duration, "duration")?.unwrap_or(0.0),
                 row.count(rec, gpus, "num_gpu")?,
-                JobState::Completed,
+                JobOutcome::Completed,
             )
         });
         Ok(())
@@ -365,7 +365,7 @@ fn read_sacct(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
                 submit_s,
                 run_s,
                 alloc.gpus.or(asked.gpus).unwrap_or(0),
-                JobState::from_word(row.get(rec, state, "State")?),
+                JobOutcome::from_word(row.get(rec, state, "State")?),
             )
         };
         match (mark, &job.name) {
@@ -528,7 +528,7 @@ fn read_gavel(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
                 submit_s,
                 0.0,
                 gpus,
-                JobState::Completed,
+                JobOutcome::Completed,
             )
         });
         Ok(())
@@ -623,7 +623,7 @@ pub(super) fn read_pai(files: &[PathBuf], sink: &mut Sink) -> Result<(), InputEr
                 submit_s,
                 run_s,
                 (t.gpus - 1e-9).ceil().max(0.0) as u32,
-                JobState::from_word(row.get(rec, 3, "status")?),
+                JobOutcome::from_word(row.get(rec, 3, "status")?),
             )
         });
         Ok(())

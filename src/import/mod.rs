@@ -47,7 +47,7 @@ pub enum Format {
 /// How a job ended, in the words every format maps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
-pub enum JobState {
+pub enum JobOutcome {
     /// Finished on its own (Philly `Pass`, PAI `Terminated`, Slurm `COMPLETED`).
     Completed,
     /// Ended in an error (including node failures and out-of-memory).
@@ -62,35 +62,35 @@ pub enum JobState {
     Other,
 }
 
-impl JobState {
+impl JobOutcome {
     /// The state a trace's word means (case-insensitive; Slurm's `CANCELLED by 0` is cancelled).
-    pub fn from_word(word: &str) -> JobState {
+    pub fn from_word(word: &str) -> JobOutcome {
         let w = word.trim().to_ascii_lowercase();
         let first = w.split_whitespace().next().unwrap_or("");
         match first {
             "pass" | "completed" | "complete" | "terminated" | "succeeded" | "success" | "done"
-            | "finished" => JobState::Completed,
+            | "finished" => JobOutcome::Completed,
             "failed" | "fail" | "node_fail" | "out_of_memory" | "oom" | "boot_fail"
-            | "deadline" => JobState::Failed,
-            "killed" | "cancelled" | "canceled" | "preempted" | "revoked" => JobState::Cancelled,
-            "timeout" => JobState::Timeout,
+            | "deadline" => JobOutcome::Failed,
+            "killed" | "cancelled" | "canceled" | "preempted" | "revoked" => JobOutcome::Cancelled,
+            "timeout" => JobOutcome::Timeout,
             "running" | "pending" | "waiting" | "suspended" | "requeued" | "resizing" => {
-                JobState::Running
+                JobOutcome::Running
             }
-            _ => JobState::Other,
+            _ => JobOutcome::Other,
         }
     }
 }
 
-impl std::fmt::Display for JobState {
+impl std::fmt::Display for JobOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::Timeout => "timeout",
-            JobState::Running => "running",
-            JobState::Other => "other",
+            JobOutcome::Completed => "completed",
+            JobOutcome::Failed => "failed",
+            JobOutcome::Cancelled => "cancelled",
+            JobOutcome::Timeout => "timeout",
+            JobOutcome::Running => "running",
+            JobOutcome::Other => "other",
         })
     }
 }
@@ -113,7 +113,7 @@ pub struct RawJob {
     /// GPUs.
     pub gpus: u32,
     /// How it ended.
-    pub state: JobState,
+    pub state: JobOutcome,
     /// Cores it asked for, where the trace says.
     pub req_cpus: Option<f64>,
     /// Memory it asked for, decimal GB, where the trace says.
@@ -126,7 +126,13 @@ pub struct RawJob {
 
 impl RawJob {
     /// A job with only what every format has: nothing to map by, no requests, no model of its own.
-    pub fn new(source_id: String, submit_s: f64, run_s: f64, gpus: u32, state: JobState) -> RawJob {
+    pub fn new(
+        source_id: String,
+        submit_s: f64,
+        run_s: f64,
+        gpus: u32,
+        state: JobOutcome,
+    ) -> RawJob {
         RawJob {
             source_id,
             name: None,
@@ -160,7 +166,7 @@ pub enum WideJobs {
 #[derive(Debug, Clone)]
 pub struct ImportOptions {
     /// States kept.
-    pub states: Vec<JobState>,
+    pub states: Vec<JobOutcome>,
     /// Keep jobs submitted at or after this instant (seconds since the epoch).
     pub from_s: Option<f64>,
     /// Keep jobs submitted before this instant.

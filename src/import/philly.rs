@@ -8,7 +8,7 @@
 //! lack an end never finished: both are dropped and counted.
 
 use super::time::parse_time;
-use super::{JobState, RawJob, Sink};
+use super::{JobOutcome, RawJob, Sink};
 use crate::error::InputError;
 use serde::de::{DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -175,7 +175,7 @@ fn offer(origin: &str, i: usize, job: Job, sink: &mut Sink<'_>) -> Result<(), In
             submit_s,
             run_s,
             gpus,
-            JobState::from_word(&job.status),
+            JobOutcome::from_word(&job.status),
         )
     });
     Ok(())

@@ -39,7 +39,7 @@ const JOBS: &str = "{root}/examples/jobs-mixed.toml";
 const ZOO_RES18: &str = "{root}/profiles/zoo/res18.json";
 /// An observation log recorded from a real run (an image job given the audio profile), every line
 /// disturbed by the busy host it ran on.
-const FIXTURE_LOG: &str = "{root}/tests/data/image-on-audio.observations.jsonl";
+const FIXTURE_LOG: &str = "{root}/tests/data/formats/observation/image-on-audio.observations.jsonl";
 
 /// A spec with a declared footprint, running nothing.
 const FLOOR_SPEC: (&str, &str) = (
@@ -148,13 +148,13 @@ const TABLE: &[Row] = &[
     ),
     row(&["profile", "bad.toml"], &[BAD_TOML], &["bad.toml", "line 1"]),
     // profile refine
-    row(&["profile", "refit"], NONE, &["<PROFILE>"]),
-    row(&["profile", "refit", "missing.json"], NONE, &["missing.json"]),
-    row(&["profile", "refit", "bad.json"], &[BAD_JSON], &["bad.json"]),
-    row(&["profile", "refit", ZOO_RES18], NONE, &["res18", "trials"]),
+    row(&["profile", "replay"], NONE, &["<PROFILE>"]),
+    row(&["profile", "replay", "missing.json"], NONE, &["missing.json"]),
+    row(&["profile", "replay", "bad.json"], &[BAD_JSON], &["bad.json"]),
+    row(&["profile", "replay", ZOO_RES18], NONE, &["res18", "trials"]),
     // Run elsewhere, the spec the shipped profile names (workloads/image.toml) is not there.
-    row(&["profile", "refit", IMAGE], NONE, &["workload.spec", "--spec"]),
-    row(&["profile", "refit", IMAGE, "--spec", "bad.toml"], &[BAD_TOML], &["bad.toml"]),
+    row(&["profile", "replay", IMAGE], NONE, &["workload.spec", "--spec"]),
+    row(&["profile", "replay", IMAGE, "--spec", "bad.toml"], &[BAD_TOML], &["bad.toml"]),
     row(&["profile", "refine", IMAGE], NONE, &["--from"]),
     row(&["profile", "refine", IMAGE, "--from", "missing"], NONE, &["missing"]),
     row(&["profile", "refine", "missing.json", "--from", "d"], &[A_DIR], &["missing.json"]),

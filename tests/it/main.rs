@@ -8,10 +8,12 @@
 
 mod common;
 
+mod architecture;
 mod cgroup_v2;
 mod cli_errors;
 mod contract;
 mod distributed;
+mod formats;
 mod hardening;
 mod launch;
 mod leftovers;

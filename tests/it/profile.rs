@@ -118,13 +118,13 @@ fn a_profile_round_trips_through_predict() {
         .unwrap()
         .iter()
         .any(|s| s["at_core_speed"] == true && s["points"] == 1));
-    refit_reproduces(d.path(), &spec, &out, &p);
+    replay_reproduces(d.path(), &spec, &out, &p);
 }
 
-/// `profile refit` of a profile this version made gives its model, matrix and validation again, without
+/// `profile replay` of a profile this version made gives its model, matrix and validation again, without
 /// running the workload: its spec's command is swapped for one that fails, so any trial would fail. A
 /// profile that lacks a trial the plan asks for is refused with the field named.
-fn refit_reproduces(dir: &Path, spec: &str, profile: &Path, p: &serde_json::Value) {
+fn replay_reproduces(dir: &Path, spec: &str, profile: &Path, p: &serde_json::Value) {
     let failing = dir.join("failing.toml");
     let text = std::fs::read_to_string(spec).unwrap();
     let start = text.find("command = [").unwrap();
@@ -132,11 +132,11 @@ fn refit_reproduces(dir: &Path, spec: &str, profile: &Path, p: &serde_json::Valu
     let text = format!("{}command = [\"false\"]{}", &text[..start], &text[end..]);
     std::fs::write(&failing, text).unwrap();
     let failing = failing.display().to_string();
-    let out = dir.join("refit.json");
+    let out = dir.join("replayed.json");
     let out_s = out.display().to_string();
     let profile_s = profile.display().to_string();
     let o = run(&[
-        "profile", "refit", &profile_s, "--spec", &failing, "--out", &out_s, "--json",
+        "profile", "replay", &profile_s, "--spec", &failing, "--out", &out_s, "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -151,12 +151,12 @@ fn refit_reproduces(dir: &Path, spec: &str, profile: &Path, p: &serde_json::Valu
         "created",
         "warnings",
     ] {
-        assert_eq!(r[field], p[field], "the re-fit's {field} differs");
+        assert_eq!(r[field], p[field], "the replay's {field} differs");
     }
     assert!(r["source"]
         .as_str()
         .unwrap()
-        .starts_with("re-fitted by synergy"));
+        .starts_with("replayed by synergy"));
     assert_eq!(
         r,
         serde_json::from_slice::<serde_json::Value>(&std::fs::read(&out).unwrap()).unwrap()
@@ -171,7 +171,7 @@ fn refit_reproduces(dir: &Path, spec: &str, profile: &Path, p: &serde_json::Valu
     std::fs::write(&lacking_path, serde_json::to_string(&lacking).unwrap()).unwrap();
     let lacking_s = lacking_path.display().to_string();
     let o = run(&[
-        "profile", "refit", &lacking_s, "--spec", &failing, "--out", &out_s,
+        "profile", "replay", &lacking_s, "--spec", &failing, "--out", &out_s,
     ]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
@@ -469,10 +469,10 @@ fn bad_profiles_are_refused_with_the_field_named() {
     }
 }
 
-/// `profile refit` refuses, with the field named and exit 2, a profile it cannot re-fit: one without
+/// `profile replay` refuses, with the field named and exit 2, a profile it cannot replay: one without
 /// trials (published or imported), one whose spec is not here, one without its host's measurements.
 #[test]
-fn a_profile_that_cannot_be_refitted_is_refused_with_the_field_named() {
+fn a_profile_that_cannot_be_replayed_is_refused_with_the_field_named() {
     let d = tempfile::tempdir().unwrap();
     let shipped: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string("profiles/image.json").unwrap()).unwrap();
@@ -490,7 +490,7 @@ fn a_profile_that_cannot_be_refitted_is_refused_with_the_field_named() {
         std::fs::write(&p, text).unwrap();
         let p = p.display().to_string();
         let out = d.path().join("out.json");
-        let o = run(&["profile", "refit", &p, "--out", &out.display().to_string()]);
+        let o = run(&["profile", "replay", &p, "--out", &out.display().to_string()]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{name}: {err}");
         assert!(err.contains(&p) && err.contains(want), "{name}: {err}");

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
-use synergy::exec::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
+use synergy::exec::slurm::{JobId, JobInfo, JobRequest, Slurm, SlurmError, SlurmJobState};
 use synergy::units::Bytes;
 
 const MIB: u64 = 1 << 20;
@@ -103,7 +103,7 @@ fn values(out: &str, key: &str) -> Vec<String> {
 fn running(slurm: &Slurm, id: JobId) -> JobInfo {
     slurm
         .wait_for(id, Duration::from_secs(60), |j| {
-            j.state == JobState::Running || j.state.is_finished()
+            j.state == SlurmJobState::Running || j.state.is_finished()
         })
         .expect("the job starts")
 }
@@ -218,7 +218,7 @@ fn a_workload_gets_exactly_the_cores_memory_and_gpu_it_asked_for() {
     let err = std::fs::read_to_string(dir.path().join("err.txt")).unwrap_or_default();
     assert_eq!(
         done.state,
-        JobState::Completed,
+        SlurmJobState::Completed,
         "{done:?}\nstdout:\n{out}\nstderr:\n{err}"
     );
     assert_eq!((done.exit_code, done.exit_signal), (0, 0));
@@ -259,7 +259,7 @@ fn a_workload_gets_exactly_the_cores_memory_and_gpu_it_asked_for() {
     );
     assert_eq!(
         live.state,
-        JobState::Running,
+        SlurmJobState::Running,
         "a job of seconds is seen running: {live:?}"
     );
     assert_eq!(live.cpu_ids.len(), 1, "{live:?}");
@@ -309,7 +309,7 @@ fn cancel_delivers_sigterm_and_leaves_no_process_or_cgroup() {
     let req = request("synergy-test-cancel", &node, dir.path(), &script);
     let id = slurm.submit(&req).unwrap();
     let live = running(&slurm, id);
-    assert_eq!(live.state, JobState::Running, "{live:?}");
+    assert_eq!(live.state, SlurmJobState::Running, "{live:?}");
 
     // Wait until the workload itself runs (its pid printed, its first steps done) so SIGTERM finds it.
     let pid = job_pid(&dir.path().join("out.txt"));
@@ -323,7 +323,7 @@ fn cancel_delivers_sigterm_and_leaves_no_process_or_cgroup() {
     let ended = slurm
         .stop(id, Duration::from_secs(60))
         .expect("the job stops");
-    assert_eq!(ended.state, JobState::Cancelled, "{ended:?}");
+    assert_eq!(ended.state, SlurmJobState::Cancelled, "{ended:?}");
     // The workload's closing summary is written only by its SIGTERM handler's clean exit, not after SIGKILL.
     let err = std::fs::read_to_string(dir.path().join("err.txt")).unwrap_or_default();
     assert!(
@@ -352,17 +352,17 @@ fn suspend_stops_every_process_and_resume_continues() {
     let id = slurm
         .submit(&request("synergy-test-suspend", &node, dir.path(), &script))
         .unwrap();
-    assert_eq!(running(&slurm, id).state, JobState::Running);
+    assert_eq!(running(&slurm, id).state, SlurmJobState::Running);
     let pid = job_pid(&dir.path().join("out.txt"));
     std::thread::sleep(Duration::from_secs(1));
 
     slurm.suspend(id).expect("scontrol suspend");
     let suspended = slurm
         .wait_for(id, Duration::from_secs(30), |j| {
-            j.state != JobState::Running
+            j.state != SlurmJobState::Running
         })
         .unwrap();
-    assert_eq!(suspended.state, JobState::Suspended, "{suspended:?}");
+    assert_eq!(suspended.state, SlurmJobState::Suspended, "{suspended:?}");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(process_state(pid), Some('T'), "the workload is stopped");
     let before = cpu_ticks(pid);
@@ -372,16 +372,16 @@ fn suspend_stops_every_process_and_resume_continues() {
     slurm.resume(id).expect("scontrol resume");
     let resumed = slurm
         .wait_for(id, Duration::from_secs(30), |j| {
-            j.state != JobState::Suspended
+            j.state != SlurmJobState::Suspended
         })
         .unwrap();
-    assert_eq!(resumed.state, JobState::Running, "{resumed:?}");
+    assert_eq!(resumed.state, SlurmJobState::Running, "{resumed:?}");
     std::thread::sleep(Duration::from_secs(1));
     assert_ne!(process_state(pid), Some('T'));
     assert!(cpu_ticks(pid) > before, "the resumed job computes again");
 
     let ended = slurm.stop(id, Duration::from_secs(60)).unwrap();
-    assert_eq!(ended.state, JobState::Cancelled);
+    assert_eq!(ended.state, SlurmJobState::Cancelled);
     assert_eq!(process_state(pid), None, "no process is left");
     assert!(job_cgroups(id).is_empty(), "{:?}", job_cgroups(id));
 }

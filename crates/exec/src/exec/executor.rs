@@ -7,7 +7,7 @@
 //! unit tests drive it through an in-process fake backend on a fake clock, without root or real rounds.
 
 use super::jobs::JobList;
-use super::plan::{cluster_of, Planner};
+use super::planner::{cluster_of_servers, Planner};
 use super::{
     job_state_dir, Allocation, Backend, Change, ExecError, JobExit, JobLaunch, ServerInfo, Work,
 };
@@ -303,7 +303,7 @@ pub(crate) fn run_on(
     // The prediction first: it also validates the list against the cluster before anything starts.
     let predicted = predict(
         list,
-        &cluster_of(&servers),
+        &cluster_of_servers(&servers),
         cfg.round_s,
         &cfg.policy,
         &cfg.mechanism,
@@ -829,7 +829,7 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
                 preview::predict_with(
                     &c,
                     list,
-                    &cluster_of(&servers),
+                    &cluster_of_servers(&servers),
                     cfg.round_s,
                     &cfg.policy,
                     &cfg.mechanism,

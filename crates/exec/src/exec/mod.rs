@@ -15,7 +15,7 @@ pub mod jobs;
 pub mod launch_env;
 pub mod local;
 pub mod observe;
-pub mod plan;
+pub mod planner;
 pub mod slurm;
 pub mod slurm_backend;
 

@@ -67,7 +67,7 @@ pub enum SlurmError {
         /// The job.
         id: JobId,
         /// Its last state.
-        state: JobState,
+        state: SlurmJobState,
         /// How long we waited.
         waited: Duration,
     },
@@ -181,9 +181,9 @@ pub struct JobRequest {
     pub comment: Option<String>,
 }
 
-/// A job's state (`JobState` of `scontrol show job`).
+/// A job's state (`SlurmJobState` of `scontrol show job`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobState {
+pub enum SlurmJobState {
     /// Waiting for resources or priority.
     Pending,
     /// Nodes are booting or being prepared.
@@ -212,38 +212,38 @@ pub enum JobState {
     Other(String),
 }
 
-impl JobState {
+impl SlurmJobState {
     /// Parses Slurm's upper-case state name.
     pub fn parse(s: &str) -> Self {
         match s {
-            "PENDING" => JobState::Pending,
-            "CONFIGURING" => JobState::Configuring,
-            "RUNNING" => JobState::Running,
-            "SUSPENDED" => JobState::Suspended,
-            "COMPLETING" => JobState::Completing,
-            "COMPLETED" => JobState::Completed,
-            "FAILED" => JobState::Failed,
-            "CANCELLED" => JobState::Cancelled,
-            "TIMEOUT" => JobState::Timeout,
-            "OUT_OF_MEMORY" => JobState::OutOfMemory,
-            "NODE_FAIL" => JobState::NodeFail,
-            "PREEMPTED" => JobState::Preempted,
-            other => JobState::Other(other.to_string()),
+            "PENDING" => SlurmJobState::Pending,
+            "CONFIGURING" => SlurmJobState::Configuring,
+            "RUNNING" => SlurmJobState::Running,
+            "SUSPENDED" => SlurmJobState::Suspended,
+            "COMPLETING" => SlurmJobState::Completing,
+            "COMPLETED" => SlurmJobState::Completed,
+            "FAILED" => SlurmJobState::Failed,
+            "CANCELLED" => SlurmJobState::Cancelled,
+            "TIMEOUT" => SlurmJobState::Timeout,
+            "OUT_OF_MEMORY" => SlurmJobState::OutOfMemory,
+            "NODE_FAIL" => SlurmJobState::NodeFail,
+            "PREEMPTED" => SlurmJobState::Preempted,
+            other => SlurmJobState::Other(other.to_string()),
         }
     }
 
     /// Whether the job has ended and none of its processes are left.
     pub fn is_finished(&self) -> bool {
         match self {
-            JobState::Completed
-            | JobState::Failed
-            | JobState::Cancelled
-            | JobState::Timeout
-            | JobState::OutOfMemory
-            | JobState::NodeFail
-            | JobState::Preempted => true,
+            SlurmJobState::Completed
+            | SlurmJobState::Failed
+            | SlurmJobState::Cancelled
+            | SlurmJobState::Timeout
+            | SlurmJobState::OutOfMemory
+            | SlurmJobState::NodeFail
+            | SlurmJobState::Preempted => true,
             // Rarer terminal states; anything else (REQUEUED, STOPPED, SIGNALING, ...) may still run.
-            JobState::Other(s) => matches!(
+            SlurmJobState::Other(s) => matches!(
                 s.as_str(),
                 "BOOT_FAIL" | "DEADLINE" | "REVOKED" | "SPECIAL_EXIT"
             ),
@@ -252,22 +252,22 @@ impl JobState {
     }
 }
 
-impl fmt::Display for JobState {
+impl fmt::Display for SlurmJobState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
-            JobState::Pending => "PENDING",
-            JobState::Configuring => "CONFIGURING",
-            JobState::Running => "RUNNING",
-            JobState::Suspended => "SUSPENDED",
-            JobState::Completing => "COMPLETING",
-            JobState::Completed => "COMPLETED",
-            JobState::Failed => "FAILED",
-            JobState::Cancelled => "CANCELLED",
-            JobState::Timeout => "TIMEOUT",
-            JobState::OutOfMemory => "OUT_OF_MEMORY",
-            JobState::NodeFail => "NODE_FAIL",
-            JobState::Preempted => "PREEMPTED",
-            JobState::Other(s) => s,
+            SlurmJobState::Pending => "PENDING",
+            SlurmJobState::Configuring => "CONFIGURING",
+            SlurmJobState::Running => "RUNNING",
+            SlurmJobState::Suspended => "SUSPENDED",
+            SlurmJobState::Completing => "COMPLETING",
+            SlurmJobState::Completed => "COMPLETED",
+            SlurmJobState::Failed => "FAILED",
+            SlurmJobState::Cancelled => "CANCELLED",
+            SlurmJobState::Timeout => "TIMEOUT",
+            SlurmJobState::OutOfMemory => "OUT_OF_MEMORY",
+            SlurmJobState::NodeFail => "NODE_FAIL",
+            SlurmJobState::Preempted => "PREEMPTED",
+            SlurmJobState::Other(s) => s,
         };
         f.write_str(s)
     }
@@ -281,7 +281,7 @@ pub struct JobInfo {
     /// The job name.
     pub name: String,
     /// Its state.
-    pub state: JobState,
+    pub state: SlurmJobState,
     /// Why it is pending or how it ended (`None`, `Resources`, ...).
     pub reason: String,
     /// Exit code of the batch script (0 until it ends).
@@ -316,7 +316,7 @@ pub struct QueuedJob {
     /// The job name.
     pub name: String,
     /// Its state.
-    pub state: JobState,
+    pub state: SlurmJobState,
 }
 
 /// A client of one Slurm cluster.
@@ -481,7 +481,7 @@ impl Slurm {
             jobs.push(QueuedJob {
                 id: JobId(id),
                 name: name.to_string(),
-                state: JobState::parse(state),
+                state: SlurmJobState::parse(state),
             });
         }
         Ok(jobs)
@@ -944,7 +944,7 @@ fn parse_job(f: &BTreeMap<String, String>) -> Result<JobInfo, String> {
     Ok(JobInfo {
         id: JobId(num(f, "JobId")?),
         name: f.get("JobName").cloned().unwrap_or_default(),
-        state: JobState::parse(get(f, "JobState")?),
+        state: SlurmJobState::parse(get(f, "SlurmJobState")?),
         reason: f.get("Reason").cloned().unwrap_or_default(),
         exit_code,
         exit_signal,
@@ -972,7 +972,7 @@ mod tests {
 
     const NODE: &str = "NodeName=vm Arch=x86_64 CoresPerSocket=2  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=0.72 AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:2 NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8 OS=Linux 6.18.44-fc-v657 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=21695 AllocMem=300 FreeMem=16204 Sockets=1 Boards=1 State=MIXED+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 CfgTRES=cpu=2,mem=21695M,billing=2 AllocTRES= CapWatts=n/a";
 
-    const JOB: &str = "JobId=2 JobName=synergy-a UserId=root(0) GroupId=root(0) JobState=RUNNING Reason=None Dependency=(null) Requeue=0 ExitCode=0:15 NodeList=vm BatchHost=vm NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=300M,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* JOB_GRES=gpu:1   Nodes=vm CPU_IDs=0-1 Mem=300 GRES=gpu:1(IDX:1) MinCPUsNode=1 MinMemoryNode=300M Command=/tmp/a b WorkDir=/tmp/w StdErr=/tmp/e StdIn=/dev/null StdOut=/tmp/o Power= TresPerNode=gres:gpu:1";
+    const JOB: &str = "JobId=2 JobName=synergy-a UserId=root(0) GroupId=root(0) SlurmJobState=RUNNING Reason=None Dependency=(null) Requeue=0 ExitCode=0:15 NodeList=vm BatchHost=vm NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=1,mem=300M,node=1,billing=1 Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=* JOB_GRES=gpu:1   Nodes=vm CPU_IDs=0-1 Mem=300 GRES=gpu:1(IDX:1) MinCPUsNode=1 MinMemoryNode=300M Command=/tmp/a b WorkDir=/tmp/w StdErr=/tmp/e StdIn=/dev/null StdOut=/tmp/o Power= TresPerNode=gres:gpu:1";
 
     #[test]
     fn a_node_record_gives_cores_memory_gpus_and_state() {
@@ -1003,7 +1003,7 @@ mod tests {
     fn a_job_record_gives_state_and_resources() {
         let j = parse_job(&fields(JOB)).unwrap();
         assert_eq!(j.id, JobId(2));
-        assert_eq!(j.state, JobState::Running);
+        assert_eq!(j.state, SlurmJobState::Running);
         assert_eq!((j.exit_code, j.exit_signal), (0, 15));
         assert_eq!(j.node.as_deref(), Some("vm"));
         assert_eq!((j.cpus, j.gpus), (1, 1));

@@ -10,7 +10,7 @@
 use super::launch_env::{
     app_cache_bytes, domain_prefix, saved_progress, task_state_file, RUN_PREFIX, STDERR_TAIL,
 };
-use super::slurm::{JobId, JobInfo, JobRequest, JobState, Slurm, SlurmError};
+use super::slurm::{JobId, JobInfo, JobRequest, Slurm, SlurmError, SlurmJobState};
 use super::{
     AllocPart, Allocation, Backend, Change, ExecError, JobExit, JobHandle, JobLaunch, JobPoll,
     ServerInfo, Work,
@@ -409,7 +409,7 @@ fn task_targets(work: Work, saved: ResumeState, own: &[ResumeState], gpus: &[u32
 
 /// How an ended Slurm job is reported to the executor.
 fn exit_of(info: &JobInfo, stderr: &std::path::Path) -> JobExit {
-    let success = info.state == JobState::Completed && info.exit_code == 0;
+    let success = info.state == SlurmJobState::Completed && info.exit_code == 0;
     let status = if info.exit_signal != 0 {
         format!("{}, killed by signal {}", info.state, info.exit_signal)
     } else {
@@ -426,7 +426,7 @@ fn exit_of(info: &JobInfo, stderr: &std::path::Path) -> JobExit {
         success,
         status,
         stderr_tail,
-        oom_killed: info.state == JobState::OutOfMemory,
+        oom_killed: info.state == SlurmJobState::OutOfMemory,
     }
 }
 

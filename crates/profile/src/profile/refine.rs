@@ -900,7 +900,7 @@ mod tests {
     fn a_recorded_log_refines_deterministically_and_monotonically() {
         let log = std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/data/image-on-audio.observations.jsonl"
+            "/../../tests/data/formats/observation/image-on-audio.observations.jsonl"
         ));
         let obs = crate::format::observation::read_log(log).unwrap();
         assert!(obs.len() >= 10, "{}", obs.len());

@@ -493,7 +493,7 @@ mod tests {
 
     /// The zoo's profiles, whose iteration times are the reference's.
     fn zoo() -> Catalog {
-        Catalog::load_dir(&std::path::Path::new(concat!(
+        Catalog::load_dir(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../../profiles/zoo"
         )))

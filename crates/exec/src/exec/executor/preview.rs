@@ -3,7 +3,7 @@
 
 use super::{check_servers, fmt_alloc, job_state, policy_and_mechanism, server_names};
 use crate::exec::jobs::JobList;
-use crate::exec::plan::Planner;
+use crate::exec::planner::Planner;
 use crate::exec::{Allocation, ExecError, ServerInfo};
 use crate::sched::catalog::Catalog;
 use crate::sched::{ClusterConfig, JobState};

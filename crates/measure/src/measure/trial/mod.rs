@@ -2,13 +2,13 @@
 //! read its progress until the throughput is known, then stop everything and report.
 //!
 //! This module holds the request, the error and the top-level [`run_trial`]; checking the request and
-//! finding the dataset are in `prepare`, watching the running workload in `observe`, turning the domain's
+//! finding the dataset are in `prepare`, watching the running workload in `watch`, turning the domain's
 //! readings into telemetry in `summary`, and the recorded result in `result`. Where a trial sits in a
 //! profile: docs/architecture.md §2 (the profile flow).
 
-mod observe;
 mod prepare;
 mod summary;
+mod watch;
 
 pub use crate::format::trial::{
     CacheState, DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult,
@@ -24,9 +24,9 @@ use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::launch::{self, LaunchConfig};
 use crate::workload::{WorkloadError, WorkloadSpec};
 use indicatif::ProgressBar;
-use observe::observe;
 use prepare::validate;
 use std::time::{Duration, Instant};
+use watch::watch;
 
 /// One trial to run.
 #[derive(Debug, Clone)]
@@ -282,7 +282,7 @@ pub fn run_trial(
         .map_err(TrialError::from)
         .and_then(|mut running| {
             domain.adopt(running.child.id() as i32);
-            let out = observe(req, &mut running, domain.as_mut(), bar, cancel);
+            let out = watch(req, &mut running, domain.as_mut(), bar, cancel);
             // The domain kills what it holds before the workload is reaped, so no process id it
             // signals can have been reused.
             let oom = domain.stats().oom_kills.unwrap_or(0);

@@ -36,7 +36,7 @@ pub(super) struct Data {
 
 impl Data {
     /// The dataset the first CPU trial found, scanned; `None` when it found none. Where that directory
-    /// is gone (a re-fit on another machine), `here` stands in for it if it holds as many files and bytes:
+    /// is gone (a replay on another machine), `here` stands in for it if it holds as many files and bytes:
     /// a dataset generated again from the same spec, whose file sizes are the same.
     pub(super) fn of(
         first: &TrialResult,
@@ -96,7 +96,7 @@ pub(super) struct Fetch {
     pub(super) storage_seen: Option<f64>,
     /// The timed read of evicted files, if it ran.
     reads: Option<pagecache::ColdReads>,
-    /// In a re-fit, the profile's fetch stage: its storage rate and its hits' bandwidth stand as
+    /// In a replay, the profile's fetch stage: its storage rate and its hits' bandwidth stand as
     /// recorded, since deciding them took reads outside the trials that the profile does not keep.
     recorded: Option<FetchModel>,
 }
@@ -154,7 +154,7 @@ impl Fetch {
     /// Before the cold epoch: a timed read of evicted files, spread over the dataset so one
     /// directory's layout on disk does not decide it. It says how long a miss blocks a loader and how
     /// fast one stream reads the device.
-    /// A re-fit reads nothing: the wait per miss is the profile's.
+    /// A replay reads nothing: the wait per miss is the profile's.
     pub(super) fn probe(cores: f64, data: &Data, recorded: Option<&Recorded>) -> Fetch {
         let mut f = Fetch::unmeasured(cores, data.mean_file_bytes());
         if let Some(r) = recorded {
@@ -187,7 +187,7 @@ impl Fetch {
         self.storage_as_recorded();
     }
 
-    /// In a re-fit, the storage rate the profile settled on.
+    /// In a replay, the storage rate the profile settled on.
     fn storage_as_recorded(&mut self) {
         if let Some(r) = &self.recorded {
             self.model.storage_bytes_per_s = r.storage_bytes_per_s;

@@ -32,7 +32,7 @@ impl Journal {
         Ok(Self::replay(path, trials))
     }
 
-    /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a re-fit passes the
+    /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a replay passes the
     /// profile's trials and never appends (it measures nothing), so `path` is then only named in messages.
     pub(super) fn replay(path: PathBuf, trials: impl IntoIterator<Item = ProfileTrial>) -> Self {
         let mut done: HashMap<String, Vec<ProfileTrial>> = HashMap::new();

@@ -18,8 +18,8 @@
 //! Trials that other work on the host disturbed are run again after the host quietens (bounded), and any
 //! that stay disturbed are listed in the profile's warnings ([`runner`]). Every finished trial is
 //! journaled at once, so `--resume` continues an interrupted profile without measuring anything twice
-//! ([`journal`]; docs/architecture.md §7). A re-fit runs the same stages over a profile's own trials with
-//! nothing measured ([`refit`]). [`assemble`] gathers what the profile says of the host and the run beside
+//! ([`journal`]; docs/architecture.md §7). A replay runs the same stages over a profile's own trials with
+//! nothing measured ([`replay`]). [`assemble`] gathers what the profile says of the host and the run beside
 //! the model. This module holds the request, the axes every stage works on, and
 //! [`run_profile`], which runs the stages in order.
 
@@ -30,15 +30,15 @@ mod cpu;
 mod discover;
 mod fetch;
 mod fit;
+mod holdout;
 mod journal;
-mod refit;
+mod replay;
 mod runner;
-mod validate;
 
 pub(crate) use crate::isolate::host_memory_bytes;
+pub use holdout::held_out;
 pub use journal::{has_journaled_trials, journal_path};
-pub use refit::{refit_request, spec_of, Recorded};
-pub use validate::held_out;
+pub use replay::{replay_request, spec_of, Recorded};
 
 use accelerator::accelerator;
 use assemble::{host_info, now_rfc3339, speed_check, workload_info};
@@ -47,8 +47,8 @@ use cpu::{cpu_sweep, remeasure, Sweep};
 use discover::discover;
 use fetch::{cold_fetch, Data, Fetch};
 use fit::fit;
+use holdout::{summaries, validate};
 use runner::Runner;
-use validate::{summaries, validate};
 
 use super::matrix;
 use crate::cancel::Cancel;
@@ -112,8 +112,8 @@ pub struct ProfileRequest {
     pub tolerance: f64,
     /// The CPU sweep stops refining an interval whose ends differ by at most this fraction.
     pub refine_tolerance: f64,
-    /// A re-fit: the trials and measurements the plan takes from a profile instead of measuring
-    /// ([`refit_request`]); `None` measures.
+    /// A replay: the trials and measurements the plan takes from a profile instead of measuring
+    /// ([`replay_request`]); `None` measures.
     pub recorded: Option<Recorded>,
 }
 
@@ -217,7 +217,7 @@ pub fn run_profile(
     let cpu_axis = check_request(req, host_cores)?;
     let c_max = *cpu_axis.last().expect("checked non-empty");
     let journal_path = journal_path(&req.out);
-    // A re-fit needs the dataset's file sizes for the cache model: a generated one is made again as
+    // A replay needs the dataset's file sizes for the cache model: a generated one is made again as
     // it was, where the trials' is not here.
     let dataset_here = match recorded {
         Some(_) => measure::trial::prepare_dataset(&req.spec, bar, cancel)?.map(|(dir, ..)| dir),
@@ -330,7 +330,7 @@ pub fn run_profile(
         refinement: None,
     };
     profile.write(&req.out)?;
-    // A re-fit kept no journal (and leaves alone any an interrupted profile to `out` left).
+    // A replay kept no journal (and leaves alone any an interrupted profile to `out` left).
     if recorded.is_none() {
         let _ = std::fs::remove_file(&journal_path);
     }

@@ -48,12 +48,12 @@ pub(super) struct Runner<'a> {
     /// The accelerator's rate G, samples per second, once stage 2 has measured it: a later trial that
     /// ran at it is not disturbed ([`at_accelerator`]).
     pub(super) accelerator_samples_per_s: Option<f64>,
-    /// A re-fit of this profile file: every trial comes from the journal, and one it lacks is an error,
+    /// A replay of this profile file: every trial comes from the journal, and one it lacks is an error,
     /// not a measurement.
     pub(super) replay_of: Option<String>,
     /// The profile's cores, held for the whole run so that no other synergy process takes them between
     /// trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
-    /// re-fit holds none: it runs nothing on them.
+    /// replay holds none: it runs nothing on them.
     _held: Option<CoreLease>,
 }
 
@@ -93,7 +93,7 @@ impl Speed {
         }
     }
 
-    /// The speed a profile recorded before its first trial, for a re-fit that times nothing.
+    /// The speed a profile recorded before its first trial, for a replay that times nothing.
     pub(super) fn recorded(first: CpuCalibration) -> Self {
         Speed {
             core: first.core,
@@ -150,7 +150,7 @@ impl Speed {
 
 impl<'a> Runner<'a> {
     /// The runner of `req`'s plan, journaling to `journal_path`: for a measurement it claims the
-    /// `cores` the plan needs at most and times the host's speed on the first; a re-fit replays the
+    /// `cores` the plan needs at most and times the host's speed on the first; a replay replays the
     /// profile's trials with the speed it recorded.
     pub(super) fn open(
         req: &ProfileRequest,

@@ -1,9 +1,9 @@
-//! `synergy profile refit`: a profile's model, matrix and validation derived again by this version's fit
+//! `synergy profile replay`: a profile's model, matrix and validation derived again by this version's fit
 //! from the trials the profile holds, with nothing measured (docs/architecture.md §7). The plan runs as
 //! it would, but every trial it asks for comes from the profile, and what the profile measured outside
 //! its trials (the CPU calibration before and after, the read probe's wait per miss, the hits' memory
 //! bandwidth, the storage rate it settled on) is taken as recorded. So a profile follows the model as it
-//! improves without another half hour of a quiet host, and a re-fit says so in its `source`.
+//! improves without another half hour of a quiet host, and a replay says so in its `source`.
 
 use super::assemble::now_rfc3339;
 use super::runner::trial_name;
@@ -15,7 +15,7 @@ use crate::units::BytesPerSec;
 use crate::workload::WorkloadSpec;
 use std::path::PathBuf;
 
-/// What a profile measured outside its trials, and the trials themselves: all a re-fit takes from it.
+/// What a profile measured outside its trials, and the trials themselves: all a replay takes from it.
 #[derive(Debug, Clone)]
 pub struct Recorded {
     /// The profile file the trials come from.
@@ -32,17 +32,17 @@ pub struct Recorded {
     /// Seconds a loader waits per miss, as the read probe timed it.
     pub(super) wait_s_per_miss: f64,
     /// What the profile warned of: the measurement's warnings (trials that stayed disturbed, the host's
-    /// drift) hold for the re-fit too.
+    /// drift) hold for the replay too.
     pub(super) warnings: Vec<String>,
-    /// The re-fit's `source`: this version, and the day of the re-fit.
+    /// The replay's `source`: this version, and the day of the replay.
     pub(super) source: String,
-    /// When the trials were measured: a re-fit keeps the profile's `created`.
+    /// When the trials were measured: a replay keeps the profile's `created`.
     pub(super) created: Option<String>,
 }
 
 impl Recorded {
-    /// What the re-fitted profile lists, from the trials this version's plan took (`used`) and what the
-    /// re-fit warned of (the profile's warnings first): every trial the profile holds, since each was
+    /// What the replayed profile lists, from the trials this version's plan took (`used`) and what the
+    /// replay warned of (the profile's warnings first): every trial the profile holds, since each was
     /// measured, and the warnings once each, with one naming any trial the plan no longer asks for.
     pub(super) fn trials_and_warnings(
         &self,
@@ -69,7 +69,7 @@ impl Recorded {
             .collect();
         if !unused.is_empty() {
             let note = format!(
-                "re-fitted: this version's plan does not ask for {} of the profile's trials, so they do \
+                "replayed: this version's plan does not ask for {} of the profile's trials, so they do \
                  not enter the model: {}",
                 unused.len(),
                 unused.join("; ")
@@ -82,47 +82,47 @@ impl Recorded {
     }
 }
 
-/// Refuses a profile that holds no measured trials of its own to re-fit.
+/// Refuses a profile that holds no measured trials of its own to replay.
 fn measured(profile: &Profile, origin: &str) -> Result<(), InputError> {
     let field = |name: &str, why: &str| InputError::field(origin, name, why.to_string());
     if profile.refinement.is_some() {
         return Err(field(
             "refinement",
-            "a refined profile mixes observed runs into its model: re-fit the profile it was refined \
+            "a refined profile mixes observed runs into its model: replay the profile it was refined \
              from, then refine that again",
         ));
     }
     if profile.trials.is_empty() {
         return Err(field(
             "trials",
-            "none: only a measured profile can be re-fitted (a published or imported one holds no trials)",
+            "none: only a measured profile can be replayed (a published or imported one holds no trials)",
         ));
     }
     Ok(())
 }
 
-/// The workload `profile` names for a re-fit: a built-in's name, or the spec file it was read from.
+/// The workload `profile` names for a replay: a built-in's name, or the spec file it was read from.
 pub fn spec_of(profile: &Profile, origin: &str) -> Result<String, InputError> {
     measured(profile, origin)?;
     let field = |why: &str| InputError::field(origin, "workload.spec", why.to_string());
     let spec = profile.workload.spec.as_deref().ok_or_else(|| {
-        field("absent: a re-fit loads the workload's spec to run the plan; profile the workload again")
+        field("absent: a replay loads the workload's spec to run the plan; profile the workload again")
     })?;
     if let Some(name) = spec.strip_prefix("builtin:") {
         return Ok(name.to_string());
     }
     if !std::path::Path::new(spec).is_file() {
         return Err(field(&format!(
-            "`{spec}` is not a file here; run the re-fit from the directory the profile was made in, \
+            "`{spec}` is not a file here; run the replay from the directory the profile was made in, \
              or pass --spec FILE"
         )));
     }
     Ok(spec.to_string())
 }
 
-/// The request that re-fits `profile` (read from `origin`) to `out`: its own axes, GPUs, server shape,
+/// The request that replays `profile` (read from `origin`) to `out`: its own axes, GPUs, server shape,
 /// tolerance, storage limit and held-out points, with `spec` (the workload it names, see [`spec_of`]).
-pub fn refit_request(
+pub fn replay_request(
     profile: &Profile,
     origin: &str,
     spec: WorkloadSpec,
@@ -133,11 +133,11 @@ pub fn refit_request(
     let model = profile
         .model
         .as_ref()
-        .ok_or_else(|| field("model", "absent: only a measured profile can be re-fitted"))?;
+        .ok_or_else(|| field("model", "absent: only a measured profile can be replayed"))?;
     let host = profile.host.clone().ok_or_else(|| {
         field(
             "host",
-            "absent: a re-fit takes the host's measurements from it; profile the workload again",
+            "absent: a replay takes the host's measurements from it; profile the workload again",
         )
     })?;
     let speed = host.cpu_speed.ok_or_else(|| {
@@ -160,7 +160,7 @@ pub fn refit_request(
         warnings: profile.warnings.clone(),
         // Short: charts put it in a subtitle. `created` stays when the trials were measured.
         source: format!(
-            "re-fitted by synergy {} on {}",
+            "replayed by synergy {} on {}",
             env!("CARGO_PKG_VERSION"),
             &now_rfc3339()[..10]
         ),
@@ -190,7 +190,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_refit_lists_every_trial_and_names_once_those_its_plan_left_out() {
+    fn a_replay_lists_every_trial_and_names_once_those_its_plan_left_out() {
         let shipped: Profile =
             serde_json::from_str(include_str!("../../../../../profiles/image.json")).unwrap();
         let host = shipped.host.clone().unwrap();
@@ -217,7 +217,7 @@ mod tests {
             "{}",
             warnings[1]
         );
-        // Re-fitting the re-fit adds nothing.
+        // Re-fitting the replay adds nothing.
         let (_, again) = r.trials_and_warnings(used, warnings.clone());
         assert_eq!(again, warnings);
         let (_, all_used) = r.trials_and_warnings(&shipped.trials, Vec::new());

@@ -36,7 +36,7 @@ pub struct RoundPlan {
 }
 
 /// The scheduler's view of a set of servers.
-pub fn cluster_of(servers: &[ServerInfo]) -> ClusterConfig {
+pub fn cluster_of_servers(servers: &[ServerInfo]) -> ClusterConfig {
     ClusterConfig {
         servers: servers
             .iter()
@@ -57,7 +57,7 @@ impl Planner {
         policy: Box<dyn Policy>,
         mechanism: Box<dyn Mechanism>,
     ) -> Planner {
-        let cluster = cluster_of(&servers);
+        let cluster = cluster_of_servers(&servers);
         Planner {
             catalog,
             servers,
@@ -494,7 +494,7 @@ mod tests {
                 whole_cores: false,
             })
             .collect();
-        assert_eq!(cluster_of(&servers), cluster);
+        assert_eq!(cluster_of_servers(&servers), cluster);
         for mechanism in ["proportional", "greedy", "tune"] {
             // The simulator's round: its cluster state under this project's rules, the same round.
             let sim_semantics = crate::sim::SimSemantics::SYNERGY;

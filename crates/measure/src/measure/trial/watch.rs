@@ -20,7 +20,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// What watching a running workload produced.
-pub(super) struct Observation {
+pub(super) struct Watched {
     pub(super) estimate: Estimate,
     pub(super) stop_reason: StopReason,
     pub(super) steps: u64,
@@ -144,13 +144,13 @@ fn status_line(req: &TrialRequest, tally: &Tally, elapsed: f64) -> String {
 /// How often domain statistics and NVML are read.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
-pub(super) fn observe(
+pub(super) fn watch(
     req: &TrialRequest,
     running: &mut launch::Running,
     domain: &mut dyn isolate::Domain,
     bar: &ProgressBar,
     cancel: &Cancel,
-) -> Result<Observation, TrialError> {
+) -> Result<Watched, TrialError> {
     let (tx, rx) = mpsc::channel();
     let source: Option<Box<dyn ProgressSource>> =
         match (running.progress.take(), &req.spec.progress) {
@@ -342,7 +342,7 @@ pub(super) fn observe(
     let disturbance =
         window.map(|(a, b)| contention::assess(req.cpus.0, cores.len().max(1), a, b, &speed));
     let epochs = epoch_stats(&epochs, &readings);
-    Ok(Observation {
+    Ok(Watched {
         estimate,
         stop_reason,
         steps,
