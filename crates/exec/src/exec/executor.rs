@@ -52,101 +52,6 @@ pub struct ExecConfig {
     pub include_disturbed: bool,
 }
 
-/// One job's outcome, real beside predicted.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobResult {
-    /// Its name.
-    pub name: String,
-    /// Its workload's name.
-    pub workload: String,
-    /// GPUs.
-    pub gpus: u32,
-    /// Work in samples.
-    pub samples: u64,
-    /// Arrival, seconds.
-    pub arrival_s: f64,
-    /// Where it ended.
-    pub status: JobStatus,
-    /// Real JCT, seconds (done jobs).
-    pub real_jct_s: Option<f64>,
-    /// The simulator's JCT for it, seconds.
-    pub predicted_jct_s: Option<f64>,
-    /// (real - predicted) / predicted.
-    pub difference: Option<f64>,
-    /// The simulator's JCT for it with the profiles as this run refined them, seconds (docs/run.md,
-    /// "Refinement"): how far the prediction converged.
-    pub predicted_refined_jct_s: Option<f64>,
-    /// (real - predicted from the refined profiles) / that prediction.
-    pub difference_refined: Option<f64>,
-    /// Times it crashed and was started again.
-    pub retries: u32,
-    /// Restarts to change GPUs.
-    pub restarts: u32,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Its observed throughput at each allocation it held, against its profile before and after
-    /// refinement.
-    pub fidelity: Vec<learn::FidelityPoint>,
-}
-
-/// A run's outcome.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunReport {
-    /// The job list.
-    pub job_list: String,
-    /// Backend name.
-    pub backend: String,
-    /// Policy name.
-    pub policy: String,
-    /// Mechanism name.
-    pub mechanism: String,
-    /// Round length, seconds.
-    pub round_s: f64,
-    /// The servers used.
-    pub servers: Vec<ServerInfo>,
-    /// Per job, in list order.
-    pub jobs: Vec<JobResult>,
-    /// Mean real JCT over jobs that finished, seconds.
-    pub mean_real_jct_s: Option<f64>,
-    /// Mean predicted JCT over the same jobs, seconds.
-    pub mean_predicted_jct_s: Option<f64>,
-    /// (mean real - mean predicted) / mean predicted.
-    pub mean_difference: Option<f64>,
-    /// Mean predicted JCT over the same jobs with the profiles as this run refined them, seconds.
-    pub mean_predicted_refined_jct_s: Option<f64>,
-    /// (mean real - mean refined prediction) / mean refined prediction.
-    pub mean_difference_refined: Option<f64>,
-    /// Rounds planned by this executor.
-    pub rounds: u64,
-    /// Seconds from the run's start to its end (across resumes).
-    pub makespan_s: f64,
-    /// The signal that interrupted the run, if one did.
-    pub interrupted: Option<i32>,
-    /// Whether profiles were refined between rounds (`--refine`).
-    pub refine: bool,
-    /// The run's observation log.
-    pub observation_log: String,
-    /// Observations in it (this run's, resumed ones included).
-    pub observations: usize,
-    /// Of those, disturbed by other work.
-    pub disturbed_observations: usize,
-    /// The refined profiles written (with `--refine`).
-    pub refined_profiles: Vec<String>,
-}
-
-/// Mean real and mean predicted JCT over the jobs that have both; `None`s when none has.
-fn means(pairs: impl Iterator<Item = (Option<f64>, Option<f64>)>) -> (Option<f64>, Option<f64>) {
-    let both: Vec<(f64, f64)> = pairs.filter_map(|(r, p)| r.zip(p)).collect();
-    if both.is_empty() {
-        return (None, None);
-    }
-    let n = both.len() as f64;
-    (
-        Some(both.iter().map(|b| b.0).sum::<f64>() / n),
-        Some(both.iter().map(|b| b.1).sum::<f64>() / n),
-    )
-}
-
 /// A policy and a mechanism, by name.
 type Scheduler = (Box<dyn sched::Policy>, Box<dyn sched::Mechanism>);
 
@@ -333,30 +238,6 @@ pub(crate) fn run_on(
     let interrupted = outcome?;
     saved?;
     Ok(run.report(servers, &predicted, makespan_s, interrupted))
-}
-
-/// The run's state to start from: a fresh one, or the state file's when resuming (after cleaning up what
-/// its dead executor left); saved at once under this executor's pid.
-fn open_state(
-    list: &JobList,
-    backend: &mut dyn Backend,
-    cfg: &ExecConfig,
-    jobs_dir: &Path,
-    clock: &dyn Clock,
-    log: &mut dyn FnMut(&str),
-) -> Result<RunState, ExecError> {
-    let mut state = if cfg.resume {
-        resume_state(list, backend, cfg, log)?
-    } else {
-        fresh_state(list, &*backend, cfg, jobs_dir, clock)?
-    };
-    std::fs::create_dir_all(jobs_dir).map_err(|e| ExecError::Io {
-        context: format!("creating {}", jobs_dir.display()),
-        source: e,
-    })?;
-    state.executor_pid = std::process::id();
-    save_state(&state, &cfg.state_path)?;
-    Ok(state)
 }
 
 /// What each job is launched with, the same all run long: its dataset, its workload state file, the
@@ -897,171 +778,17 @@ impl<'a, 'b> RoundLoop<'a, 'b> {
     }
 }
 
-fn fresh_state(
-    list: &JobList,
-    backend: &dyn Backend,
-    cfg: &ExecConfig,
-    jobs_dir: &Path,
-    clock: &dyn Clock,
-) -> Result<RunState, ExecError> {
-    if cfg.state_path.exists() && !cfg.fresh {
-        let what = match RunState::read(&cfg.state_path) {
-            Ok(old) => {
-                let done = old
-                    .jobs
-                    .iter()
-                    .filter(|j| j.status == JobStatus::Done)
-                    .count();
-                format!(
-                    "records an earlier run ({done} of {} jobs done)",
-                    old.jobs.len()
-                )
-            }
-            Err(_) => "exists".to_string(),
-        };
-        return Err(InputError::new(
-            cfg.state_path.display().to_string(),
-            format!(
-                "{what}; continue it with {}, or discard it and start over with {}",
-                crate::error::Setting("resume"),
-                crate::error::Setting("fresh")
-            ),
-        )
-        .into());
-    }
-    // A new run starts every job from zero: earlier progress files of these jobs go (a spread job's
-    // task files too).
-    for j in &list.jobs {
-        let own = jobs_dir.join(format!("{}.json", j.name));
-        let tasks = super::launch_env::task_state_files(&own);
-        for p in std::iter::once(own).chain(tasks) {
-            match std::fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(ExecError::Io {
-                        context: format!("removing {}", p.display()),
-                        source: e,
-                    })
-                }
-            }
-        }
-    }
-    Ok(RunState {
-        schema: SCHEMA.to_string(),
-        job_list: list.path.display().to_string(),
-        backend: backend.name().to_string(),
-        policy: cfg.policy.clone(),
-        mechanism: cfg.mechanism.clone(),
-        round_s: cfg.round_s,
-        started_unix_s: clock.unix_s(),
-        executor_pid: std::process::id(),
-        jobs: list
-            .jobs
-            .iter()
-            .map(|j| JobRecord {
-                name: j.name.clone(),
-                status: JobStatus::Waiting,
-                samples_done: 0,
-                finish_s: None,
-                retries: 0,
-                restarts: 0,
-                rounds_run: 0,
-                attained_s: 0.0,
-                allocation: None,
-                handle: None,
-                error: None,
-            })
-            .collect(),
-    })
-}
-
-/// Whether another process (never this one) holds `pid`.
-fn pid_alive(pid: u32) -> bool {
-    pid != std::process::id() && crate::fsutil::process_alive(pid as i32)
-}
-
-fn resume_state(
-    list: &JobList,
-    backend: &mut dyn Backend,
-    cfg: &ExecConfig,
-    log: &mut dyn FnMut(&str),
-) -> Result<RunState, ExecError> {
-    let origin = cfg.state_path.display().to_string();
-    let mut st = RunState::read(&cfg.state_path)?;
-    let names: Vec<&str> = st.jobs.iter().map(|j| j.name.as_str()).collect();
-    let want: Vec<&str> = list.jobs.iter().map(|j| j.name.as_str()).collect();
-    if names != want {
-        return Err(InputError::field(
-            &origin,
-            "jobs",
-            format!(
-                "records jobs {names:?}, but {} lists {want:?}; resume with the same job list",
-                list.path.display()
-            ),
-        )
-        .into());
-    }
-    if st.backend != backend.name() {
-        return Err(InputError::field(
-            &origin,
-            "backend",
-            format!(
-                "the run used the {} backend, not {}",
-                st.backend,
-                backend.name()
-            ),
-        )
-        .into());
-    }
-    if pid_alive(st.executor_pid)
-        && std::fs::read_to_string(format!("/proc/{}/cmdline", st.executor_pid))
-            .is_ok_and(|c| c.contains("synergy"))
-    {
-        return Err(InputError::new(
-            &origin,
-            format!(
-                "executor {} is still running this job list; stop it first",
-                st.executor_pid
-            ),
-        )
-        .into());
-    }
-    let handles: Vec<super::JobHandle> = st.jobs.iter().filter_map(|j| j.handle.clone()).collect();
-    let removed = backend.clean_orphans(st.executor_pid, &handles)?;
-    if removed > 0 {
-        log(&format!(
-            "resume: removed {removed} job(s) left by executor {}",
-            st.executor_pid
-        ));
-    }
-    for j in st.jobs.iter_mut() {
-        if matches!(j.status, JobStatus::Running | JobStatus::Paused) {
-            // Relaunched from its own saved progress at the next round.
-            j.status = JobStatus::Waiting;
-        }
-        j.allocation = None;
-        j.handle = None;
-    }
-    st.policy = cfg.policy.clone();
-    st.mechanism = cfg.mechanism.clone();
-    st.round_s = cfg.round_s;
-    Ok(st)
-}
-
 mod learn;
 mod preview;
-/// Replaces the run's state file atomically.
-fn save_state(state: &RunState, path: &Path) -> Result<(), ExecError> {
-    state.write(path).map_err(|source| ExecError::Io {
-        context: "saving the run state".to_string(),
-        source,
-    })
-}
+mod report;
+mod resume;
 
 #[cfg(test)]
 mod tests;
 
 pub use learn::FidelityPoint;
+use report::means;
+pub use report::{JobResult, RunReport};
+use resume::{open_state, save_state};
 
 pub use preview::{dry_run, predict, PlannedJob, PlannedRound};
