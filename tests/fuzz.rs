@@ -30,6 +30,16 @@ const INPUTS: u64 = 100_000;
 const REGRESSIONS: &[(&str, &str, &str)] = &[
     // (parser, what it once did, input)
     (
+        "machines",
+        "a GPU machine with no memory was accepted, and made a cluster of machines of none",
+        "2\nn1 4 0 gpu:2\n",
+    ),
+    (
+        "run-state",
+        "an allocation of the wrong shape said `data did not match any variant of untagged enum`",
+        r#"{"schema": "synergy-run-state/1", "job_list": "j", "backend": "local", "policy": "fifo", "mechanism": "tune", "round_s": 1.0, "started_unix_s": 1.0, "executor_pid": 1, "jobs": [{"name": "a", "status": "running", "samples_done": 0, "retries": 0, "restarts": 0, "rounds_run": 0, "attained_s": 0.0, "allocation": 5}]}"#,
+    ),
+    (
         "size",
         "2^64 bytes was accepted as u64::MAX (saturated) instead of refused",
         "18446744073709551616",
@@ -1370,4 +1380,191 @@ fn imported_traces() {
         }
     };
     drive("import", 0x1_b0a7, &[], make, check);
+}
+
+/// Machine lists (`import::machines::parse_machines`): Philly's, PAI's spec and `sinfo`, from the shipped
+/// examples. An accepted list gives machine groups of at least one machine with positive cores and memory.
+#[test]
+fn machine_lists() {
+    use synergy::import::machines::{parse_machines, MachineFormat, PerGpu};
+    let data = repo().join("tests/data/traces");
+    let formats = [
+        (MachineFormat::Philly, "cluster_machine_list"),
+        (MachineFormat::Pai, "pai_machine_spec.csv"),
+        (MachineFormat::Sinfo, "nodes.sinfo"),
+    ];
+    let seeds: Vec<String> = formats.iter().map(|(_, n)| read(&data.join(n))).collect();
+    let per_gpu = PerGpu {
+        cpus: 3.0,
+        memory_gb: 62.5,
+    };
+    let make = |rng: &mut ChaCha8Rng| {
+        let k = rng.random_range(0..seeds.len());
+        let body = if rng.random_bool(0.6) {
+            mutate_csv(rng, &seeds[k], &[])
+        } else {
+            mutate_bytes(rng, &seeds[k], &seeds)
+        };
+        format!("{k}\n{body}")
+    };
+    let check = |input: &str| {
+        let (k, body) = input.split_once('\n').unwrap();
+        let format = formats[k.parse::<usize>().unwrap()].0;
+        match parse_machines(format, "m.txt", body, per_gpu) {
+            Ok(groups) => {
+                if groups
+                    .iter()
+                    .all(|g| g.count >= 1 && g.cpus > 0.0 && g.memory_gb > 0.0)
+                {
+                    Ok(())
+                } else {
+                    fail(format!("accepted groups out of range: {groups:?}"))
+                }
+            }
+            Err(e) => names_the_place(&e, body, &["m.txt"], &["holds no machine", "is empty"]),
+        }
+    };
+    drive("machines", 0x3ac4, &[], make, check);
+}
+
+/// The advisor's table (`Table::parse`, which `--check` runs): the seed is a table `slurm advisor` wrote.
+/// Parsing never fails outright; each problem it reports names a line (or the table as a whole) and a
+/// field, and a table it reads without a problem writes back the same rows.
+#[test]
+fn advisor_tables() {
+    use synergy::format::advisor_table::Table;
+    let seed = read(&repo().join("tests/data/formats/advisor-table/1.tsv"));
+    let seeds = vec![seed.clone()];
+    let make = |rng: &mut ChaCha8Rng| {
+        if rng.random_bool(0.6) {
+            mutate_csv(rng, &seed.replace('\t', ","), &[]).replace(',', "\t")
+        } else {
+            mutate_bytes(rng, &seed, &seeds)
+        }
+    };
+    let check = |text: &str| {
+        let (t, _lines, problems) = Table::parse(text);
+        let lines = text.lines().count().max(1);
+        for p in &problems {
+            if p.field.is_empty() || p.line.is_some_and(|l| l == 0 || l > lines) {
+                return fail(format!("a problem that names no place: {p}"));
+            }
+        }
+        if problems.is_empty() {
+            let (again, _, more) = Table::parse(&t.to_tsv());
+            if !more.is_empty() || again != t {
+                return fail(format!("read clean but does not write back: {more:?}"));
+            }
+        }
+        Ok(())
+    };
+    drive("advisor-table", 0xad71, &[], make, check);
+}
+
+/// Observation logs (`observation::read_log`): the seed is a log a real run wrote. A log is read whole or
+/// refused naming the file, the line and the field.
+#[test]
+fn observation_logs() {
+    use synergy::format::observation::read_log;
+    let seed =
+        read(&repo().join("tests/data/formats/observation/image-on-audio.observations.jsonl"));
+    let lines: Vec<Value> = seed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut strings = Vec::new();
+    json_strings(&lines[0], &mut strings);
+    let seeds = vec![seed.clone()];
+    let dir = tempfile::tempdir().unwrap();
+    let make = |rng: &mut ChaCha8Rng| {
+        if rng.random_bool(0.6) {
+            let mut v = lines.clone();
+            let k = rng.random_range(0..v.len());
+            mutate_json(rng, &mut v[k], &strings);
+            v.iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            mutate_bytes(rng, &seed, &seeds)
+        }
+    };
+    let check = |text: &str| {
+        let path = dir.path().join(format!(
+            "o-{:?}.observations.jsonl",
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        let origin = path.display().to_string();
+        match read_log(&path) {
+            Ok(obs) => {
+                if obs
+                    .iter()
+                    .all(|o| o.cpus > 0.0 && o.memory_gib > 0.0 && o.end_s >= o.start_s)
+                {
+                    Ok(())
+                } else {
+                    fail("accepted an observation out of range")
+                }
+            }
+            Err(e) => names_the_place(&e, text, &[&origin], &["cannot read"]),
+        }
+    };
+    drive("observations", 0x0b5e, &[], make, check);
+}
+
+/// Run state files (`RunState::read`, which `run --resume` starts from): the seeds are both forms the
+/// project has written. A state is read whole or refused naming the file.
+#[test]
+fn run_states() {
+    use synergy::format::run_state::RunState;
+    let seeds: Vec<String> = shipped("tests/data/formats/run-state", "json")
+        .iter()
+        .map(|p| read(p))
+        .collect();
+    let values: Vec<Value> = seeds
+        .iter()
+        .map(|s| serde_json::from_str(s).unwrap())
+        .collect();
+    let mut strings = Vec::new();
+    for v in &values {
+        json_strings(v, &mut strings);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let make = |rng: &mut ChaCha8Rng| {
+        let k = rng.random_range(0..seeds.len());
+        if rng.random_bool(0.6) {
+            let mut v = values[k].clone();
+            mutate_json(rng, &mut v, &strings);
+            v.to_string()
+        } else {
+            mutate_bytes(rng, &seeds[k], &seeds)
+        }
+    };
+    let check = |text: &str| {
+        let path = dir
+            .path()
+            .join(format!("s-{:?}.state.json", std::thread::current().id()));
+        std::fs::write(&path, text).unwrap();
+        let origin = path.display().to_string();
+        match RunState::read(&path) {
+            Ok(st) => {
+                let back = dir
+                    .path()
+                    .join(format!("b-{:?}.state.json", std::thread::current().id()));
+                st.write(&back).unwrap();
+                match RunState::read(&back) {
+                    Ok(again) if again == st => Ok(()),
+                    _ => fail("read, but does not read back as written"),
+                }
+            }
+            Err(e) => names_the_place(
+                &e,
+                text,
+                &[&origin],
+                &["not a run state file", "cannot read"],
+            ),
+        }
+    };
+    drive("run-state", 0x57a7, &[], make, check);
 }

@@ -144,6 +144,22 @@ pub fn parse_machines(
         if gpus == 0.0 {
             continue;
         }
+        // A machine with GPUs runs jobs only with cores and memory beside them.
+        let (cpus_field, memory_field) = match format {
+            MachineFormat::Philly => ("number of GPUs", "number of GPUs"),
+            MachineFormat::Pai => ("cap_cpu", "cap_mem"),
+            MachineFormat::Sinfo => ("cpus", "memory"),
+        };
+        for (field, v) in [(cpus_field, cpus), (memory_field, memory_gb)] {
+            // Groups keep thousandths: less than that would be a machine of none.
+            if (v * 1000.0).round() < 1.0 {
+                return Err(InputError::field(
+                    &at,
+                    field,
+                    "must be at least 0.001 (cores, or decimal GB) on a machine with GPUs",
+                ));
+            }
+        }
         // Shapes are grouped at milli-core and megabyte precision.
         let key = (
             gpus as u32,

@@ -218,10 +218,11 @@ impl Table {
                 "partition" => {
                     let nums: Vec<Option<u64>> = c[2..6].iter().map(|v| whole(v)).collect();
                     let fields = ["nodes", "gpus", "cpus", "memory_mb"];
+                    let most = [U32, U32, U32, u64::MAX];
                     if !name_ok(c[1]) {
                         bad("name", c[1], "a partition name");
-                    } else if let Some(k) = nums.iter().position(|v| !v.is_some_and(|x| x >= 1)) {
-                        bad(fields[k], c[2 + k], "a whole number of at least 1");
+                    } else if let Some(k) = out_of_range(&nums, &most) {
+                        bad(fields[k], c[2 + k], &in_range(most[k]));
                     } else {
                         let v: Vec<u64> = nums.into_iter().flatten().collect();
                         let shape = NodeShape {
@@ -292,13 +293,14 @@ impl Table {
                         _ => None,
                     };
                     let fields = ["gpus", "cpus", "memory_mb"];
+                    let most = [U32, U32, u64::MAX];
                     let nums: Vec<Option<u64>> = c[3..6].iter().map(|v| whole(v)).collect();
                     if !name_ok(c[1]) {
                         bad("profile", c[1], "a profile name");
                     } else if !name_ok(c[2]) {
                         bad("partition", c[2], "a partition name");
-                    } else if let Some(k) = nums.iter().position(|v| !v.is_some_and(|x| x >= 1)) {
-                        bad(fields[k], c[3 + k], "a whole number of at least 1");
+                    } else if let Some(k) = out_of_range(&nums, &most) {
+                        bad(fields[k], c[3 + k], &in_range(most[k]));
                     } else if bound(c[6]).is_none() {
                         bad("cpus_by", c[6], "demand, share or node");
                     } else if bound(c[7]).is_none() {
@@ -437,6 +439,25 @@ pub struct Size {
     pub cpus_by: Bound,
     /// What set the memory.
     pub memory_by: Bound,
+}
+
+/// The largest count a table's node, GPU or core field may hold.
+const U32: u64 = u32::MAX as u64;
+
+/// The first of `nums` that is missing or outside 1..=its bound in `most`.
+fn out_of_range(nums: &[Option<u64>], most: &[u64]) -> Option<usize> {
+    nums.iter()
+        .zip(most)
+        .position(|(v, &m)| !v.is_some_and(|x| (1..=m).contains(&x)))
+}
+
+/// What a field bounded by `most` must be, in words.
+fn in_range(most: u64) -> String {
+    if most == u64::MAX {
+        "a whole number of at least 1".to_string()
+    } else {
+        format!("a whole number from 1 to {most}")
+    }
 }
 
 /// A problem at `line`, in `field`.

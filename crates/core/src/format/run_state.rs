@@ -115,7 +115,10 @@ impl RunState {
 /// An allocation as state files hold it: `{"parts": [...]}`, or one part's fields at the top level, as
 /// files written before jobs could spread over servers have it.
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "an allocation: `{\"parts\": [...]}`, or one server's `server`, `gpus`, `cpus`, `cores` and `memory`"
+)]
 enum AllocationRepr {
     Parts { parts: Vec<AllocPart> },
     OneServer(AllocPart),
