@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The trace importer's benchmark (issue 17): a 1,000,000-row Helios-style cluster_log.csv and a
+# The trace importer's benchmark: a 1,000,000-row Helios-style cluster_log.csv and a
 # 100,000-job Philly-style cluster_job_log, generated here in the publishers' layouts, each imported with
 # `synergy trace import`; prints rows per second, wall time and peak memory (max RSS) beside the input's
 # size and the output's. Memory should follow what is kept: the Helios run is repeated keeping a tenth

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator's benchmark (issue 4): wall time and simulated job-rounds per second for
+# The simulator's benchmark: wall time and simulated job-rounds per second for
 #   1. the paper default (128 GPUs, 9 jobs/h, single-GPU jobs, split 20/70/10, window 4000-4999): FIFO with
 #      GPU-proportional against FIFO with tune over 5 seeds, mean JCTs beside the published 81 h and 22 h
 #      (the generator draws the reference simulator's random streams: its job list, which every seed reuses,

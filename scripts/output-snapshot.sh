@@ -19,7 +19,7 @@ snap() {
 }
 root=$PWD
 cp -r profiles examples workloads tests/data "$work/"
-cp ../shared/reference/synergy-model-zoo.json "$work/zoo.json" 2>/dev/null || true
+cp tests/data/synergy-model-zoo.json "$work/zoo.json"
 for c in "" measure profile predict simulate plot run import-zoo dataset workload trace slurm \
   "profile refine" "profile replay" "dataset gen" "dataset rate" "trace import" "trace cluster" "slurm advisor"; do
   # shellcheck disable=SC2086

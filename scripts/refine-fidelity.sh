@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The demonstration of issue 19: a queue where one image job is given the text profile (a deliberately
+# The demonstration of refinement: a queue where one image job is given the text profile (a deliberately
 # wrong one: text is at its accelerator's rate from a quarter of a core, so the planner gives the job a
 # quarter of a core) beside image and audio jobs with their own, run for real without and with `--refine`,
 # side by side: real against predicted mean JCT, and the mis-profiled job's throughput error at each

@@ -48,7 +48,7 @@ pub(super) enum Command {
     Run(RunCmdArgs),
     /// Convert the Synergy artifact's published model zoo (JSON) into profile files, one per model.
     #[command(
-        after_help = "Example:\n  synergy import-zoo ../shared/reference/synergy-model-zoo.json --out-dir profiles/zoo"
+        after_help = "Example:\n  synergy import-zoo tests/data/synergy-model-zoo.json --out-dir profiles/zoo"
     )]
     ImportZoo {
         /// The zoo file.

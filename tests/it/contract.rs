@@ -1,4 +1,4 @@
-//! The error contract (issue 15; docs/architecture.md §7), walked over every subcommand: bad input exits 2
+//! The error contract (docs/architecture.md §7), walked over every subcommand: bad input exits 2
 //! with one line (`error: ...`, or clap's usage error with its hint) that names the flag, file or field,
 //! shows no panic, prints nothing on stdout, and leaves nothing behind in the directory it ran in.
 //!

@@ -1,4 +1,4 @@
-//! Hostile but ordinary input (issue 15): each class of misbehaviour found once, reproduced here through
+//! Hostile but ordinary input (docs/architecture.md §7): each class of misbehaviour found once, reproduced here through
 //! the real binary, so that it stays fixed at its root.
 
 use crate::common::{self, assert_input_error, run};

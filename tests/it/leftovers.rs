@@ -1,4 +1,4 @@
-//! What `kill -9` leaves (issue 15, class 5): `measure`, `profile` and `run`, each killed mid-trial,
+//! What `kill -9` leaves (docs/architecture.md §7): `measure`, `profile` and `run`, each killed mid-trial,
 //! leave cgroups, a probe's temporary directory and a frozen job behind; the next command removes all of
 //! it, says so, and touches nothing of a live process.
 

@@ -344,7 +344,7 @@ mod tests {
 
     #[test]
     fn lru_under_shuffling_thrashes_far_below_minio() {
-        // MACHINE-NOTES: 20,000 equal items gave 0.035, 0.154, 0.403 at 25/50/75% cached.
+        // Measured on this project's 2-core machine: 20,000 equal items gave 0.035, 0.154, 0.403 at 25/50/75% cached.
         let mut sim = CacheSim::new(vec![1000; 20_000], 1);
         let d = sim.dataset_bytes() as f64;
         for (frac, want) in [(0.25, 0.035), (0.5, 0.154), (0.75, 0.403)] {

@@ -432,7 +432,7 @@ mod tests {
     use crate::format::profile::{Profile, ProfileError};
 
     /// Each corruption is refused when the file is read, naming the field, so no command indexes past a
-    /// table or divides by zero later (issue 15, class 1 and 2).
+    /// table or divides by zero later (docs/architecture.md §7).
     #[test]
     fn every_table_and_number_is_checked_when_read() {
         use serde_json::json;
