@@ -30,4 +30,5 @@ mod slurm_accounting;
 mod slurm_advisor;
 mod slurm_client;
 mod slurm_nodes;
+mod snapshots;
 mod trace_import;

@@ -1,0 +1,257 @@
+//! What users see, held: the text and JSON each deterministic command prints (stdout, stderr and exit
+//! code), and the files it writes, as reviewed snapshot files under `tests/it/snapshots/`. A change of
+//! output shows as a diff to accept (`cargo insta review`, or `INSTA_UPDATE=always` and a look at `git
+//! diff`); under CI a missing or different snapshot fails. Times, this run's directory and Unix times
+//! are masked, as they differ between runs.
+
+use super::common::{shared, synergy};
+use std::path::Path;
+
+/// `synergy ARGS` run in `dir`, as one text: the exit code, then stdout, then stderr.
+fn shown(dir: &Path, args: &[&str]) -> String {
+    // Help is wrapped at the terminal's width: the same everywhere without one.
+    let out = synergy()
+        .args(args)
+        .current_dir(dir)
+        .env("COLUMNS", "100")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    format!(
+        "exit {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A directory holding what the commands read: the shipped profiles, examples, workload specs and test
+/// data, as a user's checkout has them.
+fn workdir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for sub in ["profiles", "examples", "workloads", "tests/data"] {
+        copy_dir(&root.join(sub), &d.path().join(sub));
+    }
+    d
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let q = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &q);
+        } else {
+            std::fs::copy(&p, &q).unwrap();
+        }
+    }
+}
+
+/// Every command whose output is a function of its input, by the name of its snapshot.
+const COMMANDS: &[(&str, &[&str])] = &[
+    ("help", &["--help"]),
+    ("profile_help", &["profile", "--help"]),
+    ("profile_replay_help", &["profile", "replay", "--help"]),
+    ("profile_refine_help", &["profile", "refine", "--help"]),
+    ("simulate_help", &["simulate", "--help"]),
+    ("run_help", &["run", "--help"]),
+    ("trace_import_help", &["trace", "import", "--help"]),
+    ("slurm_advisor_help", &["slurm", "advisor", "--help"]),
+    (
+        "predict",
+        &[
+            "predict",
+            "profiles/image.json",
+            "--cpus",
+            "1",
+            "--mem",
+            "0.3",
+        ],
+    ),
+    (
+        "predict_json",
+        &[
+            "predict",
+            "profiles/image.json",
+            "--cpus",
+            "1",
+            "--mem",
+            "0.3",
+            "--json",
+        ],
+    ),
+    (
+        "predict_missing",
+        &["predict", "profiles/nope.json", "--cpus", "1", "--mem", "1"],
+    ),
+    ("simulate", &["simulate", "--load", "4", "--seed", "1"]),
+    (
+        "simulate_json",
+        &["simulate", "--load", "4", "--seed", "1", "--json"],
+    ),
+    (
+        "simulate_sweep_json",
+        &[
+            "simulate",
+            "--load",
+            "3",
+            "--seed",
+            "2",
+            "--policy",
+            "fifo,las",
+            "--mechanism",
+            "proportional,tune",
+            "--json",
+        ],
+    ),
+    (
+        "simulate_trace",
+        &[
+            "simulate",
+            "--trace",
+            "tests/data/formats/trace/artifact-8jobs.csv",
+            "--profiles",
+            "profiles/zoo",
+        ],
+    ),
+    (
+        "run_dry",
+        &[
+            "run",
+            "examples/jobs-mixed.toml",
+            "--dry-run",
+            "--gpus",
+            "2",
+        ],
+    ),
+    (
+        "run_dry_json",
+        &[
+            "run",
+            "examples/jobs-mixed.toml",
+            "--dry-run",
+            "--gpus",
+            "2",
+            "--json",
+        ],
+    ),
+    (
+        "refine_refused",
+        &[
+            "profile",
+            "refine",
+            "profiles/image.json",
+            "--from",
+            "tests/data/formats/observation",
+            "--out",
+            "refined.json",
+        ],
+    ),
+    (
+        "refine_disturbed_json",
+        &[
+            "profile",
+            "refine",
+            "profiles/audio.json",
+            "--from",
+            "tests/data/formats/observation",
+            "--include-disturbed",
+            "--out",
+            "refined.json",
+            "--json",
+        ],
+    ),
+    (
+        "trace_import_helios",
+        &[
+            "trace",
+            "import",
+            "--format",
+            "helios",
+            "tests/data/traces/helios.csv",
+        ],
+    ),
+    (
+        "trace_import_sacct",
+        &[
+            "trace",
+            "import",
+            "--format",
+            "sacct",
+            "tests/data/traces/jobs.sacct",
+        ],
+    ),
+    (
+        "trace_cluster_pai",
+        &[
+            "trace",
+            "cluster",
+            "--format",
+            "pai",
+            "tests/data/traces/pai_machine_spec.csv",
+        ],
+    ),
+    (
+        "advisor",
+        &[
+            "slurm",
+            "advisor",
+            "profiles/zoo",
+            "profiles/image.json",
+            "--sinfo",
+            "tests/data/traces/partitions.sinfo",
+            "--out",
+            "advisor",
+        ],
+    ),
+    (
+        "advisor_check",
+        &[
+            "slurm",
+            "advisor",
+            "--check",
+            "advisor/synergy-advisor.tsv",
+            "--sinfo",
+            "tests/data/traces/partitions.sinfo",
+        ],
+    ),
+    (
+        "plot_json",
+        &[
+            "plot",
+            "profiles/image.json",
+            "--kind",
+            "heatmap",
+            "-o",
+            "heat.svg",
+            "--json",
+        ],
+    ),
+    ("measure_unknown", &["measure", "nope", "--cpus", "1"]),
+];
+
+#[test]
+fn what_each_command_prints() {
+    let _host = shared();
+    let d = workdir();
+    let dir = d.path().display().to_string();
+    let filters = vec![
+        (dir.as_str(), "[DIR]"),
+        (r"\b\d+(\.\d+)? ?(ms|s)\b", "[T]"),
+        (r"\d+ job-rounds/s", "[R] job-rounds/s"),
+        (
+            r#""(job_rounds_per_s|elapsed_s|wall_s)": [0-9.e+-]+"#,
+            r#""$1": [R]"#,
+        ),
+        (r"\b1[78]\d{8}\b", "[UNIX]"),
+    ];
+    insta::with_settings!({filters => filters, prepend_module_to_snapshot => false}, {
+        for (name, args) in COMMANDS {
+            insta::assert_snapshot!(*name, shown(d.path(), args));
+        }
+        insta::assert_snapshot!("advisor_table", std::fs::read_to_string(d.path().join("advisor/synergy-advisor.tsv")).unwrap());
+        insta::assert_snapshot!("refined_profile", std::fs::read_to_string(d.path().join("refined.json")).unwrap());
+    });
+}
