@@ -272,18 +272,9 @@ pub(super) struct ProfileArgs {
     /// What else to do with profiles.
     #[command(subcommand)]
     pub(super) action: Option<ProfileAction>,
-    /// Workload spec file, or a built-in workload name (image, audio, text); or none, with `-- COMMAND`.
-    pub(super) spec: Option<String>,
-    /// Inject a zero-change probe into the workload (overrides the spec's `probe`).
-    #[arg(long, value_enum)]
-    pub(super) probe: Option<ProbeKind>,
-    /// A command to profile without a spec, e.g. `-- python train.py` (use with --probe pytorch).
-    #[arg(last = true)]
-    pub(super) command: Vec<String>,
-    /// The directory of the workload's dataset, for a command (or instead of the spec's): its cache
-    /// state, memory limits and storage limit then apply to it. A probed script's is found by the probe.
-    #[arg(long)]
-    pub(super) dataset: Option<PathBuf>,
+    /// The workload.
+    #[command(flatten)]
+    pub(super) workload: WorkloadFlags,
     /// Where to write the profile (a CSV goes beside it). Default: profiles/NAME.json.
     #[arg(long)]
     pub(super) out: Option<PathBuf>,
@@ -600,21 +591,29 @@ pub(super) struct PredictArgs {
     pub(super) json: bool,
 }
 
+/// What `measure` and `profile` run: a spec, or a command that may be probed, and where its dataset is.
 #[derive(Debug, clap::Args)]
-pub(super) struct MeasureArgs {
-    /// Workload spec file, or a built-in workload name (image, audio, text); default image; or none,
-    /// with `-- COMMAND`.
+pub(super) struct WorkloadFlags {
+    /// Workload spec file, or a built-in workload name (image, audio, text; `measure` runs image when
+    /// none is named); or none, with `-- COMMAND`.
     pub(super) spec: Option<String>,
     /// Inject a zero-change probe into the workload (overrides the spec's `probe`).
     #[arg(long, value_enum)]
     pub(super) probe: Option<ProbeKind>,
-    /// A command to measure without a spec, e.g. `-- python train.py` (use with --probe pytorch).
+    /// A command to run without a spec, e.g. `-- python train.py` (use with --probe pytorch).
     #[arg(last = true)]
     pub(super) command: Vec<String>,
     /// The directory of the workload's dataset, for a command (or instead of the spec's): its cache
     /// state, memory limits and storage limit then apply to it. A probed script's is found by the probe.
     #[arg(long)]
     pub(super) dataset: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct MeasureArgs {
+    /// The workload (`image` when neither a spec nor a command is given).
+    #[command(flatten)]
+    pub(super) workload: WorkloadFlags,
     /// CPU cores, more than 0 and at most this host's (fractional values use a CFS quota). Default: every
     /// core of this host.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `synergy measure`: one trial of a workload under a budget. What was typed becomes a
 //! [`TrialRequest`] in [`trial_request`]; the trial runs behind a spinner; [`render`] words the result.
 
-use super::args::MeasureArgs;
+use super::args::{MeasureArgs, WorkloadFlags};
 use super::render;
 use crate::cancel::Cancel;
 use crate::error::InputError;
@@ -47,13 +47,7 @@ pub(super) fn measure_cmd(args: MeasureArgs) -> anyhow::Result<i32> {
 /// The trial `measure`'s flags ask for. The budget's and the estimator's ranges (cores of this host,
 /// memory above the footprint, times, precision) are the library's to check when the trial starts.
 fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
-    let spec = workload_of(
-        args.spec.as_deref(),
-        Some("image"),
-        args.probe,
-        args.dataset.as_deref(),
-        &args.command,
-    )?;
+    let spec = args.workload.load(Some("image"))?;
     let cpus = args
         .cpus
         .unwrap_or_else(|| measure::trial::host_cores().len() as f64);
@@ -105,6 +99,19 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
     req.no_progress_timeout = Duration::try_from_secs_f64(args.max_seconds.clamp(10.0, 30.0))
         .unwrap_or(Duration::from_secs(30));
     Ok(req)
+}
+
+impl WorkloadFlags {
+    /// The workload these flags name, `default` when they name none.
+    pub(super) fn load(&self, default: Option<&str>) -> Result<WorkloadSpec, InputError> {
+        workload_of(
+            self.spec.as_deref(),
+            default,
+            self.probe,
+            self.dataset.as_deref(),
+            &self.command,
+        )
+    }
 }
 
 /// The workload of `measure` or `profile`: a spec (file or built-in name), or a bare command after `--`;

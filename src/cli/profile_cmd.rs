@@ -131,13 +131,7 @@ pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
 
 /// The profile `profile`'s flags ask for; the axes' values are the library's to check.
 fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
-    let mut spec = workload_of(
-        args.spec.as_deref(),
-        None,
-        args.probe,
-        args.dataset.as_deref(),
-        &args.command,
-    )?;
+    let mut spec = args.workload.load(None)?;
     // A spec with a launcher starts one rank per GPU the profile is asked for.
     if let (Some(gpus), Some(_)) = (args.gpus, spec.launcher) {
         spec.check_ranks(gpus)
