@@ -71,15 +71,13 @@ pub fn check_round(round_s: f64) -> Result<(), InputError> {
     }
 }
 
-/// Runs one simulation to the end of its window (or of its finite trace).
-pub fn run(
+/// The jobs of a run in arrival order, and how many of them fall in the measured window, once the round,
+/// the catalog and the trace are checked against the configuration.
+fn arrivals(
     catalog: &Catalog,
     cfg: &SimConfig,
     source: TraceSource,
-    policy: &dyn Policy,
-    mechanism: &mut dyn Mechanism,
-) -> Result<SimResult, SimError> {
-    let started = Instant::now();
+) -> Result<(Box<dyn Iterator<Item = TraceJob>>, u64), SimError> {
     check_round(cfg.round_s)?;
     let total_gpus = cfg.cluster.total_gpus();
     for m in &catalog.models {
@@ -96,7 +94,7 @@ pub fn run(
         }
     }
     let semantics = cfg.semantics;
-    let (mut pending, window_total): (Box<dyn Iterator<Item = TraceJob>>, u64) = match source {
+    Ok(match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {
                 return Err(InputError::setting("trace", "the trace has no jobs").into());
@@ -154,7 +152,20 @@ pub fn run(
                 n,
             )
         }
-    };
+    })
+}
+
+/// Runs one simulation to the end of its window (or of its finite trace).
+pub fn run(
+    catalog: &Catalog,
+    cfg: &SimConfig,
+    source: TraceSource,
+    policy: &dyn Policy,
+    mechanism: &mut dyn Mechanism,
+) -> Result<SimResult, SimError> {
+    let started = Instant::now();
+    let (mut pending, window_total) = arrivals(catalog, cfg, source)?;
+    let semantics = cfg.semantics;
     let in_window = |id: u64| cfg.window.is_none_or(|(a, b)| id >= a && id <= b);
 
     let mut state = ClusterState::with_semantics(&cfg.cluster, semantics.core);
