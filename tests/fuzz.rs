@@ -788,6 +788,11 @@ fn shipped(dir: &str, ext: &str) -> Vec<PathBuf> {
     v
 }
 
+/// The text of every shipped file [`shipped`] lists.
+fn shipped_texts(dir: &str, ext: &str) -> Vec<String> {
+    shipped(dir, ext).iter().map(|p| read(p)).collect()
+}
+
 /// A measured profile made small: its first two trials and every eighth hit-ratio row, so that 100,000
 /// inputs parse in seconds (the full files run too, as one seed in fifty).
 fn trimmed_profile(v: &Value) -> Value {
@@ -1031,10 +1036,7 @@ fn cluster_toml() {
 #[test]
 fn workload_specs() {
     use synergy::workload::WorkloadSpec;
-    let seeds: Vec<String> = shipped("workloads", "toml")
-        .iter()
-        .map(|p| read(p))
-        .collect();
+    let seeds = shipped_texts("workloads", "toml");
     let values = toml_values(&seeds);
     let base = repo().join("workloads");
     let make = |rng: &mut ChaCha8Rng| {
@@ -1518,10 +1520,7 @@ fn observation_logs() {
 #[test]
 fn run_states() {
     use synergy::format::run_state::RunState;
-    let seeds: Vec<String> = shipped("tests/data/formats/run-state", "json")
-        .iter()
-        .map(|p| read(p))
-        .collect();
+    let seeds = shipped_texts("tests/data/formats/run-state", "json");
     let values: Vec<Value> = seeds
         .iter()
         .map(|s| serde_json::from_str(s).unwrap())

@@ -49,187 +49,35 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Every command whose output is a function of its input, by the name of its snapshot.
-const COMMANDS: &[(&str, &[&str])] = &[
-    ("help", &["--help"]),
-    ("profile_help", &["profile", "--help"]),
-    ("profile_replay_help", &["profile", "replay", "--help"]),
-    ("profile_refine_help", &["profile", "refine", "--help"]),
-    ("simulate_help", &["simulate", "--help"]),
-    ("run_help", &["run", "--help"]),
-    ("trace_import_help", &["trace", "import", "--help"]),
-    ("slurm_advisor_help", &["slurm", "advisor", "--help"]),
-    (
-        "predict",
-        &[
-            "predict",
-            "profiles/image.json",
-            "--cpus",
-            "1",
-            "--mem",
-            "0.3",
-        ],
-    ),
-    (
-        "predict_json",
-        &[
-            "predict",
-            "profiles/image.json",
-            "--cpus",
-            "1",
-            "--mem",
-            "0.3",
-            "--json",
-        ],
-    ),
-    (
-        "predict_missing",
-        &["predict", "profiles/nope.json", "--cpus", "1", "--mem", "1"],
-    ),
-    ("simulate", &["simulate", "--load", "4", "--seed", "1"]),
-    (
-        "simulate_json",
-        &["simulate", "--load", "4", "--seed", "1", "--json"],
-    ),
-    (
-        "simulate_sweep_json",
-        &[
-            "simulate",
-            "--load",
-            "3",
-            "--seed",
-            "2",
-            "--policy",
-            "fifo,las",
-            "--mechanism",
-            "proportional,tune",
-            "--json",
-        ],
-    ),
-    (
-        "simulate_trace",
-        &[
-            "simulate",
-            "--trace",
-            "tests/data/formats/trace/artifact-8jobs.csv",
-            "--profiles",
-            "profiles/zoo",
-        ],
-    ),
-    (
-        "run_dry",
-        &[
-            "run",
-            "examples/jobs-mixed.toml",
-            "--dry-run",
-            "--gpus",
-            "2",
-        ],
-    ),
-    (
-        "run_dry_json",
-        &[
-            "run",
-            "examples/jobs-mixed.toml",
-            "--dry-run",
-            "--gpus",
-            "2",
-            "--json",
-        ],
-    ),
-    (
-        "refine_refused",
-        &[
-            "profile",
-            "refine",
-            "profiles/image.json",
-            "--from",
-            "tests/data/formats/observation",
-            "--out",
-            "refined.json",
-        ],
-    ),
-    (
-        "refine_disturbed_json",
-        &[
-            "profile",
-            "refine",
-            "profiles/audio.json",
-            "--from",
-            "tests/data/formats/observation",
-            "--include-disturbed",
-            "--out",
-            "refined.json",
-            "--json",
-        ],
-    ),
-    (
-        "trace_import_helios",
-        &[
-            "trace",
-            "import",
-            "--format",
-            "helios",
-            "tests/data/traces/helios.csv",
-        ],
-    ),
-    (
-        "trace_import_sacct",
-        &[
-            "trace",
-            "import",
-            "--format",
-            "sacct",
-            "tests/data/traces/jobs.sacct",
-        ],
-    ),
-    (
-        "trace_cluster_pai",
-        &[
-            "trace",
-            "cluster",
-            "--format",
-            "pai",
-            "tests/data/traces/pai_machine_spec.csv",
-        ],
-    ),
-    (
-        "advisor",
-        &[
-            "slurm",
-            "advisor",
-            "profiles/zoo",
-            "profiles/image.json",
-            "--sinfo",
-            "tests/data/traces/partitions.sinfo",
-            "--out",
-            "advisor",
-        ],
-    ),
-    (
-        "advisor_check",
-        &[
-            "slurm",
-            "advisor",
-            "--check",
-            "advisor/synergy-advisor.tsv",
-            "--sinfo",
-            "tests/data/traces/partitions.sinfo",
-        ],
-    ),
-    (
-        "plot_json",
-        &[
-            "plot",
-            "profiles/image.json",
-            "--kind",
-            "heatmap",
-            "-o",
-            "heat.svg",
-            "--json",
-        ],
-    ),
-    ("measure_unknown", &["measure", "nope", "--cpus", "1"]),
+/// Every command whose output is a function of its input, by the name of its snapshot (arguments split
+/// at spaces).
+const COMMANDS: &[(&str, &str)] = &[
+    ("help", "--help"),
+    ("profile_help", "profile --help"),
+    ("profile_replay_help", "profile replay --help"),
+    ("profile_refine_help", "profile refine --help"),
+    ("simulate_help", "simulate --help"),
+    ("run_help", "run --help"),
+    ("trace_import_help", "trace import --help"),
+    ("slurm_advisor_help", "slurm advisor --help"),
+    ("predict", "predict profiles/image.json --cpus 1 --mem 0.3"),
+    ("predict_json", "predict profiles/image.json --cpus 1 --mem 0.3 --json"),
+    ("predict_missing", "predict profiles/nope.json --cpus 1 --mem 1"),
+    ("simulate", "simulate --load 4 --seed 1"),
+    ("simulate_json", "simulate --load 4 --seed 1 --json"),
+    ("simulate_sweep_json", "simulate --load 3 --seed 2 --policy fifo,las --mechanism proportional,tune --json"),
+    ("simulate_trace", "simulate --trace tests/data/formats/trace/artifact-8jobs.csv --profiles profiles/zoo"),
+    ("run_dry", "run examples/jobs-mixed.toml --dry-run --gpus 2"),
+    ("run_dry_json", "run examples/jobs-mixed.toml --dry-run --gpus 2 --json"),
+    ("refine_refused", "profile refine profiles/image.json --from tests/data/formats/observation --out refined.json"),
+    ("refine_disturbed_json", "profile refine profiles/audio.json --from tests/data/formats/observation --include-disturbed --out refined.json --json"),
+    ("trace_import_helios", "trace import --format helios tests/data/traces/helios.csv"),
+    ("trace_import_sacct", "trace import --format sacct tests/data/traces/jobs.sacct"),
+    ("trace_cluster_pai", "trace cluster --format pai tests/data/traces/pai_machine_spec.csv"),
+    ("advisor", "slurm advisor profiles/zoo profiles/image.json --sinfo tests/data/traces/partitions.sinfo --out advisor"),
+    ("advisor_check", "slurm advisor --check advisor/synergy-advisor.tsv --sinfo tests/data/traces/partitions.sinfo"),
+    ("plot_json", "plot profiles/image.json --kind heatmap -o heat.svg --json"),
+    ("measure_unknown", "measure nope --cpus 1"),
 ];
 
 #[test]
@@ -249,7 +97,8 @@ fn what_each_command_prints() {
     ];
     insta::with_settings!({filters => filters, prepend_module_to_snapshot => false}, {
         for (name, args) in COMMANDS {
-            insta::assert_snapshot!(*name, shown(d.path(), args));
+            let args: Vec<&str> = args.split_whitespace().collect();
+            insta::assert_snapshot!(*name, shown(d.path(), &args));
         }
         insta::assert_snapshot!("advisor_table", std::fs::read_to_string(d.path().join("advisor/synergy-advisor.tsv")).unwrap());
         insta::assert_snapshot!("refined_profile", std::fs::read_to_string(d.path().join("refined.json")).unwrap());
