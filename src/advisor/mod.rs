@@ -8,8 +8,8 @@
 
 mod check;
 
-pub use crate::format::advisor_table::{
-    Bound, NodeShape, Partition, PerGpuDemand, Problem, Size, Table, TABLE_HEADER, TABLE_VERSION,
+use crate::format::advisor_table::{
+    Bound, NodeShape, Partition, PerGpuDemand, Size, Table, TABLE_VERSION,
 };
 pub use check::{check, parse_sinfo, SINFO_FORMAT};
 

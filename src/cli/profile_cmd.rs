@@ -115,10 +115,10 @@ pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
         }
         Err(ProfileRunError::Trial(TrialError::Interrupted(sig))) => {
             // Said only of a journal that holds something: `--resume` has nothing to continue otherwise.
-            if plan::has_journaled_trials(&out) {
+            if crate::format::journal::has_journaled_trials(&out) {
                 eprintln!(
                     "synergy: interrupted by signal {sig}; finished trials are saved in {}; continue with --resume",
-                    plan::journal_path(&out).display()
+                    crate::format::journal::journal_path(&out).display()
                 );
             } else {
                 eprintln!("synergy: interrupted by signal {sig} before any trial finished; nothing was saved");

@@ -4,7 +4,8 @@
 use super::args::{AdvisorArgs, SlurmCmd};
 use super::render;
 use super::values::parse_list;
-use crate::advisor::{self, Partition};
+use crate::advisor;
+use crate::format::advisor_table::Partition;
 use crate::error::InputError;
 use crate::exec::slurm::Slurm;
 use crate::fsutil::{read_user_text, ReadError};

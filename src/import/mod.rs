@@ -17,7 +17,7 @@ pub mod time;
 
 use crate::error::InputError;
 use crate::format::trace::TraceJob;
-pub use crate::format::trace::{to_csv, ImportedJob};
+use crate::format::trace::ImportedJob;
 use crate::sched::catalog::Catalog;
 use assign::{Assigner, ModelRule};
 use serde::Serialize;

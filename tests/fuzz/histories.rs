@@ -86,7 +86,7 @@ fn imported_traces() {
                 if ordered
                     && sane
                     && summary.kept == jobs.len() as u64
-                    && synergy::import::to_csv(&jobs).is_ok()
+                    && synergy::format::trace::to_csv(&jobs).is_ok()
                 {
                     Ok(())
                 } else {

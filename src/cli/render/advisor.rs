@@ -8,7 +8,7 @@ pub(in crate::cli) struct AdvisorWritten<'a> {
     /// The script and the table, in that order.
     pub(in crate::cli) written: &'a [std::path::PathBuf; 2],
     /// What the table holds.
-    pub(in crate::cli) table: &'a crate::advisor::Table,
+    pub(in crate::cli) table: &'a crate::format::advisor_table::Table,
 }
 
 /// `synergy slurm advisor --check --json`: the table checked and its problems.
@@ -19,12 +19,12 @@ pub(in crate::cli) struct AdvisorCheck<'a> {
     /// No problems.
     pub(in crate::cli) ok: bool,
     /// Each with its line and field.
-    pub(in crate::cli) problems: &'a [crate::advisor::Problem],
+    pub(in crate::cli) problems: &'a [crate::format::advisor_table::Problem],
 }
 
 /// The advisor's table for people: the files, then what a one-GPU job of each profile gets per partition.
 pub(in crate::cli) fn render_advisor(
-    t: &crate::advisor::Table,
+    t: &crate::format::advisor_table::Table,
     written: &[std::path::PathBuf; 2],
 ) -> String {
     let mut o = format!(

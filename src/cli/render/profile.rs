@@ -171,7 +171,7 @@ pub(in crate::cli) fn render_profile(p: &Profile, out: &Path) -> String {
 
 /// What `profile refine` did: per allocation, observed against predicted before and after, and why.
 pub(in crate::cli) fn render_refinement(
-    r: &crate::profile::refine::Refinement,
+    r: &crate::format::profile::Refinement,
     out: &Path,
 ) -> String {
     let mut s = format!(

@@ -20,7 +20,7 @@ pub mod slurm;
 pub mod slurm_backend;
 
 use crate::error::InputError;
-pub use crate::format::run_state::{AllocPart, Allocation, JobHandle};
+use crate::format::run_state::{AllocPart, Allocation, JobHandle};
 use crate::isolate::IsolateError;
 use crate::units::{Bytes, Cores};
 use crate::workload::{WorkloadError, WorkloadSpec};

@@ -8,7 +8,6 @@ use crate::measure::{TrialRequest, TrialResult};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-pub use crate::format::journal::{has_journaled_trials, journal_path};
 
 /// Finished trials, saved one JSON line each so an interrupted profile can resume.
 pub(super) struct Journal {

@@ -37,7 +37,6 @@ mod runner;
 
 pub(crate) use crate::isolate::host_memory_bytes;
 pub use holdout::held_out;
-pub use journal::{has_journaled_trials, journal_path};
 pub use replay::{replay_request, spec_of, Recorded};
 
 use accelerator::accelerator;
@@ -216,7 +215,7 @@ pub fn run_profile(
     };
     let cpu_axis = check_request(req, host_cores)?;
     let c_max = *cpu_axis.last().expect("checked non-empty");
-    let journal_path = journal_path(&req.out);
+    let journal_path = crate::format::journal::journal_path(&req.out);
     // A replay needs the dataset's file sizes for the cache model: a generated one is made again as
     // it was, where the trials' is not here.
     let dataset_here = match recorded {

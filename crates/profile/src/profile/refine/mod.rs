@@ -22,7 +22,7 @@
 use super::matrix;
 use crate::error::InputError;
 use crate::format::observation::Observation;
-pub use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
+use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
 use crate::format::profile::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
 use crate::measure::estimate::{Estimate, StopReason};
 use crate::measure::telemetry::Telemetry;
