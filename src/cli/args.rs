@@ -2,7 +2,7 @@
 //! these into the configurations the library takes is each command's module's job.
 
 use crate::format::profile::ServerShape;
-use crate::isolate::IsolationKind;
+use crate::format::trial::IsolationKind;
 use crate::units::{Bytes, BytesPerSec};
 use crate::workload::probe::ProbeKind;
 use crate::workload::{builtin, dataset};

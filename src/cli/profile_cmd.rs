@@ -187,7 +187,7 @@ pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
             #[serde(flatten)]
             prediction: &'a crate::predict::ProfilePrediction,
             isolation: Option<&'a str>,
-            limits_enforced: Option<crate::isolate::Limits>,
+            limits_enforced: Option<crate::format::trial::Limits>,
         }
         let host = p.host.as_ref();
         out!(

@@ -5,9 +5,9 @@ use super::args::{AdvisorArgs, SlurmCmd};
 use super::render;
 use super::values::parse_list;
 use crate::advisor;
-use crate::format::advisor_table::Partition;
 use crate::error::InputError;
 use crate::exec::slurm::Slurm;
+use crate::format::advisor_table::Partition;
 use crate::fsutil::{read_user_text, ReadError};
 use std::path::Path;
 

@@ -64,7 +64,8 @@ fn import_cmd(args: TraceImportArgs) -> anyhow::Result<i32> {
     )?;
     let catalog = Catalog::load_dir(&args.profiles)?;
     let (jobs, summary) = import::import(args.format, &args.files, &opts, &catalog)?;
-    let csv = crate::format::trace::to_csv(&jobs).map_err(|e| anyhow::anyhow!("writing the trace: {e}"))?;
+    let csv = crate::format::trace::to_csv(&jobs)
+        .map_err(|e| anyhow::anyhow!("writing the trace: {e}"))?;
     match &args.out {
         Some(out) => crate::fsutil::write_atomic(out, &csv)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?,

@@ -16,8 +16,8 @@ mod philly;
 pub mod time;
 
 use crate::error::InputError;
-use crate::format::trace::TraceJob;
 use crate::format::trace::ImportedJob;
+use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use assign::{Assigner, ModelRule};
 use serde::Serialize;

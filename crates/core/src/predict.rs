@@ -2,7 +2,8 @@
 //! (docs/architecture.md §4), or, for a profile without a model, bilinear interpolation in its matrix.
 
 use crate::format::profile::{FittedModel, HitRatioRow, Profile};
-use crate::stall::{at_accelerator, EpochHits, HitModel, Stage};
+use crate::format::profile::{HitModel, Stage};
+use crate::stall::{at_accelerator, EpochHits};
 use serde::{Deserialize, Serialize};
 
 impl FittedModel {
@@ -18,7 +19,7 @@ impl FittedModel {
     /// table: by part where both rows around it have them (a page cache, 1.9), else the mean throughout.
     pub fn epoch_hits(&self, model: HitModel, cache_bytes: f64) -> EpochHits {
         let mean = self.hit_ratio(model, cache_bytes);
-        let parts = crate::stall::EPOCH_PARTS;
+        let parts = crate::format::profile::EPOCH_PARTS;
         let has_parts = model == HitModel::PageCache
             && !self.hit_ratios.is_empty()
             && self
@@ -67,12 +68,12 @@ impl FittedModel {
         let mut m = self.clone();
         let g = m.stall.accelerator_samples_per_s;
         let k = if k.is_finite() && k > 0.0 { k } else { 1.0 };
-        m.stall.cpu = crate::stall::CpuCurve::new(
+        m.stall.cpu = crate::format::profile::CpuCurve::new(
             self.stall
                 .cpu
                 .points()
                 .iter()
-                .map(|p| crate::stall::CpuPoint {
+                .map(|p| crate::format::profile::CpuPoint {
                     cpus: p.cpus,
                     samples_per_s: if at_accelerator(p.samples_per_s, g) {
                         p.samples_per_s

@@ -26,7 +26,7 @@ pub(in crate::cli) use trace::render_import;
 use crate::exec::executor::RunReport;
 use crate::format::profile::ErrorSummary;
 use crate::format::profile::Profile;
-use crate::measure::TrialResult;
+use crate::format::trial::TrialResult;
 use crate::units::Bytes;
 use std::fmt::Write as _;
 use std::path::Path;

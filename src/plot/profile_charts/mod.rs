@@ -9,7 +9,7 @@ use super::{Input, Kind, PlotError};
 use crate::error::InputError;
 use crate::format::profile::Profile;
 use crate::format::profile::TrialRole;
-use crate::stall::{HitModel, Stage};
+use crate::format::profile::{HitModel, Stage};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -8,9 +8,9 @@
 //! for the dataset's real item sizes, with the active list's share calibrated by a memory-limited trial.
 //! docs/profile-format.md ("The model behind the matrix") has the formulas.
 
-pub use crate::format::profile::{
-    CostPoint, CpuCurve, CpuPoint, FetchModel, FootprintPoint, HitModel, LoaderQueue, MissCost,
-    Stage, StallModel, EPOCH_PARTS,
+use crate::format::profile::{
+    CpuCurve, CpuPoint, FetchModel, FootprintPoint, LoaderQueue, MissCost, Stage, StallModel,
+    EPOCH_PARTS,
 };
 mod cache;
 
@@ -351,6 +351,7 @@ impl StallModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::profile::{CostPoint, HitModel};
 
     #[test]
     fn cpu_curve_is_monotone_and_interpolates() {

@@ -17,7 +17,8 @@ use super::{
 };
 use crate::error::InputError;
 use crate::exec::observe::{Steps, Window};
-use crate::isolate::{ChildSetup, IsolationKind};
+use crate::format::trial::IsolationKind;
+use crate::isolate::ChildSetup;
 use crate::units::{Bytes, Cores};
 use crate::workload::builtin::ResumeState;
 use crate::workload::env;

@@ -11,7 +11,7 @@ pub mod cpus;
 pub mod ledger;
 pub mod pagecache;
 
-pub use crate::format::trial::{IsolationKind, Limits};
+use crate::format::trial::{IsolationKind, Limits};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use serde::{Deserialize, Serialize};
 use std::os::fd::RawFd;

@@ -6,7 +6,7 @@
 //! docs/profile-format.md ("Disturbed trials") states the rule.
 
 use crate::format::trial::computed;
-pub use crate::format::trial::{Disturbance, Pressure, IDLE_FRACTION};
+use crate::format::trial::{Disturbance, Pressure};
 use crate::isolate::DomainStats;
 use procfs::{Current, CurrentSI};
 

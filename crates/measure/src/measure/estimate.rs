@@ -1,7 +1,7 @@
 //! Throughput estimation from progress events: excludes warm-up, estimates samples per second with a 95%
 //! confidence interval (batch means over consecutive steps), and decides when a trial can stop.
 
-pub use crate::format::trial::{Estimate, StopReason};
+use crate::format::trial::Estimate;
 use serde::{Deserialize, Serialize};
 
 /// When to start measuring and when to stop.

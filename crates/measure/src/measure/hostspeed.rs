@@ -3,7 +3,7 @@
 //! the machine that made it was and whether its speed held while it ran.
 
 use crate::clock::thread_cpu_s;
-pub use crate::format::trial::CpuCalibration;
+use crate::format::trial::CpuCalibration;
 use std::time::Instant;
 
 /// Timed repeats of the kernel (after one untimed warm-up repeat).

@@ -11,6 +11,6 @@ pub mod ranks;
 pub mod telemetry;
 pub mod trial;
 
-pub use estimate::{Estimate, EstimatorConfig, StopReason};
-pub use hostspeed::{cpu_calibration, CpuCalibration};
-pub use trial::{run_trial, CacheState, TrialError, TrialRequest, TrialResult};
+pub use estimate::EstimatorConfig;
+pub use hostspeed::cpu_calibration;
+pub use trial::{run_trial, TrialError, TrialRequest};

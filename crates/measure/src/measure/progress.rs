@@ -3,7 +3,7 @@
 
 use super::event::{ProgressEvent, RankedStep};
 use super::ranks::JobSteps;
-use crate::workload::probe::ProbeReport;
+use crate::format::trial::ProbeReport;
 use regex::Regex;
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::Sender;

@@ -7,7 +7,7 @@
 //! window, and says which ranks and processes were heard from when a job gives no estimate.
 
 use super::event::{ProgressEvent, RankedStep};
-use crate::workload::probe::{LauncherReport, ProbeReport};
+use crate::format::trial::{LauncherReport, ProbeReport};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most steps one rank is kept ahead of the slowest: a job whose ranks drift this far apart is not

@@ -1,7 +1,7 @@
 //! Per-trial telemetry: CPU time, storage reads and page cache of the isolation domain, and GPU
 //! utilization, memory and SM clock through NVML where a GPU exists (no GPU is a normal, silent case).
 
-pub use crate::format::trial::{AppCacheCounts, GpuTelemetry, Telemetry};
+use crate::format::trial::GpuTelemetry;
 use crate::isolate::DomainStats;
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::Nvml;

@@ -1,10 +1,10 @@
 //! The sensitivity matrix from a fitted model: the grid's axes, throughput at every cell, normalization to
 //! the GPU-proportional share of a server shape, the per-GPU view, and the best-case demand vector.
 
+use crate::format::profile::Stage;
 use crate::format::profile::{
     Demand, FittedModel, Matrix, PerGpuMatrix, RatedAllocation, ServerShape,
 };
-use crate::stall::Stage;
 use crate::units::GIB;
 
 /// Default CPU axis for a host with `cores` cores: about eight steps, at a round step size.
@@ -189,7 +189,7 @@ pub fn make_monotone_in_cores(
 mod tests {
     use super::*;
     use crate::format::profile::HitRatioRow;
-    use crate::stall::{CpuCurve, CpuPoint, FetchModel, HitModel, StallModel};
+    use crate::format::profile::{CpuCurve, CpuPoint, FetchModel, HitModel, StallModel};
 
     fn model() -> FittedModel {
         let d = 2u64 << 30;

@@ -2,10 +2,10 @@
 //! `synergy-profile/1` files, so the simulator reads published and measured models the same way.
 
 use crate::error::InputError;
+use crate::format::profile::HitModel;
 use crate::format::profile::{
     Demand, Matrix, PerGpuMatrix, Profile, ProfileError, RatedAllocation, ServerShape, WorkloadInfo,
 };
-use crate::stall::HitModel;
 use crate::units::gb_to_gib;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -6,7 +6,6 @@
 //! when the workload is stopped.
 
 use super::WorkloadError;
-pub use crate::format::trial::{LauncherReport, ProbeReport, RankReport, Replay};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -67,6 +66,7 @@ impl ProbeDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::trial::ProbeReport;
 
     #[test]
     fn the_probe_is_written_and_removed() {

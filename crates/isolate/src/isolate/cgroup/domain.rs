@@ -3,10 +3,9 @@
 //! every directory removed. Its counters are read in `stats`.
 
 use super::{cg_err, io_err};
+use crate::format::trial::IsolationKind;
 use crate::isolate::cpus::{self, CFS_PERIOD_US};
-use crate::isolate::{
-    BlockDevice, Budget, ChildSetup, Domain, DomainStats, IsolateError, IsolationKind,
-};
+use crate::isolate::{BlockDevice, Budget, ChildSetup, Domain, DomainStats, IsolateError};
 use crate::units::BytesPerSec;
 use cgroups_rs::fs::blkio::BlkIoController;
 use cgroups_rs::fs::cpu::CpuController;

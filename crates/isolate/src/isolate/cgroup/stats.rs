@@ -3,7 +3,8 @@
 
 use super::domain::CgroupDomain;
 use super::read_trim;
-use crate::isolate::{DomainStats, IsolationKind};
+use crate::format::trial::IsolationKind;
+use crate::isolate::DomainStats;
 use cgroups_rs::fs::blkio::BlkIoController;
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::memory::MemController;

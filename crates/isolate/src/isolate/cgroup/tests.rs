@@ -5,8 +5,9 @@
 
 use super::testing::{backend, skip};
 pub use super::*;
+use crate::format::trial::IsolationKind;
 use crate::isolate::pagecache;
-use crate::isolate::{BlockDevice, Budget, Domain, IsolateError, Isolation, IsolationKind};
+use crate::isolate::{BlockDevice, Budget, Domain, IsolateError, Isolation};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use cgroups_rs::fs::cpu::CpuController;
 use cgroups_rs::fs::memory::MemController;

@@ -4,7 +4,8 @@
 use super::backend::{CgroupBackend, Parent};
 use super::paths::{v1_parent_dir, v1_relative_paths};
 use super::{unavailable, writable};
-use crate::isolate::{IsolateError, IsolationKind};
+use crate::format::trial::IsolationKind;
+use crate::isolate::IsolateError;
 use cgroups_rs::fs::hierarchies::{self, V1};
 use cgroups_rs::fs::{Controllers, Hierarchy};
 use std::sync::Mutex;

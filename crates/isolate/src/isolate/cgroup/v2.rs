@@ -6,7 +6,8 @@
 use super::backend::{CgroupBackend, Parent};
 use super::paths::{own_v2_path, subtree_controllers, ROOT_HOME};
 use super::{io_err, unavailable, writable, V2_ROOT};
-use crate::isolate::{IsolateError, IsolationKind};
+use crate::format::trial::IsolationKind;
+use crate::isolate::IsolateError;
 use cgroups_rs::fs::hierarchies;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@ mod prepare;
 mod summary;
 mod watch;
 
-pub use crate::format::trial::{
+use crate::format::trial::{
     CacheState, DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult,
     TRIAL_SCHEMA,
 };
@@ -19,7 +19,8 @@ pub use prepare::prepare_dataset;
 use super::estimate::EstimatorConfig;
 use crate::cancel::Cancel;
 use crate::error::InputError;
-use crate::isolate::{self, pagecache, Budget, IsolateError, IsolationKind};
+use crate::format::trial::IsolationKind;
+use crate::isolate::{self, pagecache, Budget, IsolateError};
 use crate::units::{Bytes, BytesPerSec, Cores};
 use crate::workload::launch::{self, LaunchConfig};
 use crate::workload::{WorkloadError, WorkloadSpec};

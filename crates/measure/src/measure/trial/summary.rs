@@ -2,9 +2,10 @@
 //! each complete epoch's figures.
 
 use super::EpochStats;
+use crate::format::trial::Estimate;
+use crate::format::trial::{AppCacheCounts, Telemetry};
 use crate::measure::contention::Reading;
-use crate::measure::estimate::Estimate;
-use crate::measure::telemetry::{AppCacheCounts, GpuSampler, Peaks, Telemetry};
+use crate::measure::telemetry::{GpuSampler, Peaks};
 
 /// Each complete epoch's throughput, CPU and storage reads: from the last step of the epoch before (the
 /// first step, for the first epoch) to its own last step, with the domain's readings closest to those

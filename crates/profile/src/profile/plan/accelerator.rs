@@ -4,9 +4,9 @@
 use super::cpu::Sweep;
 use super::runner::Runner;
 use super::{base_request, Plan, ProfileRunError};
+use crate::format::profile::CpuPoint;
 use crate::format::profile::{AcceleratorFit, TrialRole};
-use crate::measure::Estimate;
-use crate::stall::CpuPoint;
+use crate::format::trial::Estimate;
 
 /// Stage 2: the accelerator alone, fed synthetic batches (a probed script's first batches replayed),
 /// against the cached CPU sweep: the G the model uses, and whether the trial told it apart.

@@ -4,13 +4,13 @@
 
 use super::runner::Runner;
 use super::ProfileRequest;
+use crate::format::profile::HitModel;
 use crate::format::profile::{
     DatasetInfo, HostInfo, ProfileTrial, SpeedCheck, TrialRole, WorkloadInfo,
 };
+use crate::format::trial::ProbeReport;
+use crate::format::trial::TrialResult;
 use crate::measure::hostspeed::cpu_calibration;
-use crate::measure::TrialResult;
-use crate::stall::HitModel;
-use crate::workload::probe::ProbeReport;
 use crate::workload::WorkloadSpec;
 
 /// Times the host's CPU again after the last trial against before the first, and warns when the speed
@@ -88,7 +88,7 @@ pub(super) fn host_info(
     storage_seen: Option<f64>,
     host_mem: u64,
     speed: SpeedCheck,
-    limits_enforced: Option<crate::isolate::Limits>,
+    limits_enforced: Option<crate::format::trial::Limits>,
 ) -> HostInfo {
     HostInfo {
         hostname: nix::unistd::gethostname()

@@ -7,7 +7,8 @@ use super::fetch::{Data, Fetch};
 use super::runner::Runner;
 use super::{cpu_s_per_sample, spec_floor, Plan, ProfileRunError};
 use crate::format::profile::{CalibrationPoint, HitCurveFit, TrialRole};
-use crate::measure::{TrialError, TrialResult};
+use crate::format::trial::TrialResult;
+use crate::measure::TrialError;
 use crate::profile::matrix::axis_gib;
 use crate::stall::{active_share, minio_hit_ratio};
 use crate::units::Bytes;
@@ -27,7 +28,7 @@ pub(super) struct Calibration {
     /// Per trial that measured it, (hit ratio, CPU-seconds per sample).
     pub(super) cpu: Vec<(f64, f64)>,
     /// Per epoch of the trials, cold one included, (hit ratio, samples per second): each bounds how
-    /// long a miss can block a loader ([`crate::stall::MissCost::wait_bound`]).
+    /// long a miss can block a loader ([`crate::format::profile::MissCost::wait_bound`]).
     pub(super) epochs: Vec<(f64, f64)>,
 }
 

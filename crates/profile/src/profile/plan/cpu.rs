@@ -4,9 +4,9 @@
 use super::runner::{read_slow, Runner};
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
 use crate::format::profile::TrialRole;
+use crate::format::profile::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
+use crate::format::trial::{CacheState, TrialResult};
 use crate::measure::hostspeed::pipeline_speedup;
-use crate::measure::{CacheState, TrialResult};
-use crate::stall::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
 
 /// A cached trial below this fraction of G is CPU-bound: the cold and calibration trials run at the
 /// most whole cores that are, so the CPU they see a miss cost is what slows a CPU-bound job.

@@ -7,8 +7,9 @@ use super::cpu::{cost_at, Sweep};
 use super::fetch::{Data, Fetch};
 use super::{spec_floor, Plan};
 use crate::format::profile::{CoreSpeedReference, FittedModel, HitRatioRow};
+use crate::format::profile::{CostPoint, HitModel, LoaderQueue, MissCost, StallModel};
 use crate::measure::hostspeed::{PIPELINE_SPEED_EXPONENT, PROBE_SHAPE_BAND};
-use crate::stall::{minio_hit_ratio, CostPoint, HitModel, LoaderQueue, MissCost, StallModel};
+use crate::stall::minio_hit_ratio;
 use crate::workload::builtin::DEFAULT_PREFETCH_BATCHES;
 
 /// CPU-seconds per sample as the miss model charges them. Where the cached pipeline already waits on

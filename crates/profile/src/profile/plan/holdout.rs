@@ -3,10 +3,10 @@
 
 use super::runner::Runner;
 use super::{Plan, ProfileRunError};
+use crate::format::profile::HitModel;
 use crate::format::profile::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::measure::hostspeed::pipeline_speedup;
 use crate::measure::TrialError;
-use crate::stall::HitModel;
 use crate::units::{Bytes, GIB};
 
 /// Stage 6: held-out grid points and, on request, the whole grid, under their real constraint (a memory

@@ -4,10 +4,10 @@
 use super::ProfileRunError;
 use crate::format::journal;
 use crate::format::profile::{ProfileError, ProfileTrial, TrialRole};
-use crate::measure::{TrialRequest, TrialResult};
+use crate::format::trial::TrialResult;
+use crate::measure::TrialRequest;
 use std::collections::HashMap;
 use std::path::PathBuf;
-
 
 /// Finished trials, saved one JSON line each so an interrupted profile can resume.
 pub(super) struct Journal {

@@ -24,11 +24,12 @@ use crate::error::InputError;
 use crate::format::observation::Observation;
 use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
 use crate::format::profile::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
-use crate::measure::estimate::{Estimate, StopReason};
-use crate::measure::telemetry::Telemetry;
-use crate::measure::trial::{IsolationReport, TrialAllocation, TrialResult, TRIAL_SCHEMA};
-use crate::measure::CacheState;
-use crate::stall::{CostPoint, CpuCurve, CpuPoint, LIMIT_SLACK};
+use crate::format::profile::{CostPoint, CpuCurve, CpuPoint};
+use crate::format::trial::CacheState;
+use crate::format::trial::Telemetry;
+use crate::format::trial::{Estimate, StopReason};
+use crate::format::trial::{IsolationReport, TrialAllocation, TrialResult, TRIAL_SCHEMA};
+use crate::stall::LIMIT_SLACK;
 use crate::units::{Cores, GIB};
 
 /// Allocations whose cores differ by less than this are one.
@@ -168,7 +169,7 @@ impl Pool {
                 isolation: IsolationReport {
                     backend: o
                         .map(|o| o.isolation)
-                        .unwrap_or(crate::isolate::IsolationKind::CgroupV2),
+                        .unwrap_or(crate::format::trial::IsolationKind::CgroupV2),
                     chosen_because: "the run's own domain for the job".into(),
                     setup_ms: 0.0,
                     teardown_ms: 0.0,

@@ -63,7 +63,7 @@ fn a_slower_host_moves_the_curve_and_the_prediction_meets_the_observation() {
 
 /// `o` with CPU readings: it used `got` of its cores.
 fn used(mut o: Observation, got: f64) -> Observation {
-    o.disturbance = Some(crate::measure::contention::Disturbance {
+    o.disturbance = Some(crate::format::trial::Disturbance {
         disturbed: false,
         reason: None,
         granted_cores: o.cpus,
