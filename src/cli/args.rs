@@ -4,8 +4,8 @@
 use crate::format::profile::ServerShape;
 use crate::format::trial::IsolationKind;
 use crate::units::{Bytes, BytesPerSec};
+use crate::workload::builtin;
 use crate::workload::probe::ProbeKind;
-use crate::workload::{builtin, dataset};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -203,7 +203,7 @@ pub(super) enum DatasetCmd {
     Gen {
         /// Kind of data.
         #[arg(long, value_enum)]
-        kind: dataset::DatasetKind,
+        kind: crate::format::dataset::DatasetKind,
         /// Total size of the data files (e.g. 256MiB, 1GB): more than 0, at most the free space there.
         #[arg(long)]
         size: Bytes,
@@ -227,7 +227,7 @@ pub(super) enum DatasetCmd {
         dir: PathBuf,
         /// The pipeline.
         #[arg(long, value_enum)]
-        pipeline: builtin::Pipeline,
+        pipeline: crate::format::rate::Pipeline,
         /// Tokens per sequence (text only; default 512, as `workload run`).
         #[arg(long)]
         seq_len: Option<usize>,

@@ -48,12 +48,12 @@ pub(super) fn dataset_cmd(cmd: DatasetCmd) -> anyhow::Result<i32> {
 
 fn rate_cmd(
     dir: &Path,
-    pipeline: builtin::Pipeline,
+    pipeline: crate::format::rate::Pipeline,
     seq_len: Option<usize>,
     refresh: bool,
     json: bool,
 ) -> anyhow::Result<i32> {
-    if seq_len.is_some() && pipeline != builtin::Pipeline::Text {
+    if seq_len.is_some() && pipeline != crate::format::rate::Pipeline::Text {
         return Err(InputError::new("--seq-len", "applies to the text pipeline only").into());
     }
     if seq_len == Some(0) {

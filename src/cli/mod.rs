@@ -54,6 +54,7 @@ pub const EXIT_FAILURE: i32 = 1;
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> i32 {
+    flags::name_settings_as_flags();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -64,7 +65,7 @@ pub fn main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", flags::name_flags(&one_line(&err)));
+            eprintln!("error: {}", one_line(&err));
             if err.chain().any(is_input_error) {
                 EXIT_INPUT
             } else {

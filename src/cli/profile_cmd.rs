@@ -7,6 +7,7 @@ use super::render;
 use super::values::{check_positive, parse_axis};
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::profile::Profile;
 use crate::measure::TrialError;
 use crate::profile::plan::{self, ProfileRequest, ProfileRunError};
@@ -135,7 +136,7 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
     // A spec with a launcher starts one rank per GPU the profile is asked for.
     if let (Some(gpus), Some(_)) = (args.gpus, spec.launcher) {
         spec.check_ranks(gpus)
-            .map_err(|m| InputError::setting("gpus", m))?;
+            .map_err(|m| InputError::setting(Setting::Gpus, m))?;
         spec.gpus = gpus;
     }
     let out = match args.out {

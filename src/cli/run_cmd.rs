@@ -53,7 +53,7 @@ pub(super) fn run_cmd(args: RunCmdArgs) -> anyhow::Result<i32> {
         RunBackend::Local => Box::new(local::LocalBackend::new(&local_opts)?),
         RunBackend::Slurm => Box::new(slurm_backend::SlurmBackend::new(Slurm::new(), &slurm_opts)?),
     };
-    let mut log = |line: &str| eprintln!("{}", super::flags::name_flags(line));
+    let mut log = |line: &str| eprintln!("{line}");
     let report = executor::run(&list, backend.as_mut(), &cfg, &cancel, &mut log)?;
     drop(backend);
     if args.json {

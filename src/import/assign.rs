@@ -5,6 +5,7 @@
 
 use super::RawJob;
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::sched::catalog::Catalog;
 use crate::sim::trace::ClassRotation;
 use regex::Regex;
@@ -166,7 +167,7 @@ impl Assigner {
         let find = |name: &str, what: &str| {
             catalog.index(name).ok_or_else(|| {
                 InputError::setting(
-                    "models",
+                    Setting::Models,
                     format!(
                         "{what} names profile `{name}`, which the profile directory lacks; known: {}",
                         catalog.names()

@@ -6,6 +6,7 @@
 use super::time::{is_missing, parse_elapsed, parse_time};
 use super::{Format, JobOutcome, RawJob, Sink};
 use crate::error::InputError;
+use crate::error::Setting;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -571,7 +572,7 @@ pub(super) fn read_pai(files: &[PathBuf], sink: &mut Sink) -> Result<(), InputEr
     }
     let (Some(job_file), Some(task_file)) = (jobs.first(), tasks.first()) else {
         return Err(InputError::setting(
-            "trace_files",
+            Setting::TraceFiles,
             format!("the pai format needs both tables: {PAI_JOB}; {PAI_TASK}"),
         ));
     };

@@ -16,6 +16,7 @@ mod philly;
 pub mod time;
 
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::trace::ImportedJob;
 use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
@@ -302,7 +303,7 @@ pub fn import(
     let assigner = Assigner::new(&opts.models, catalog)?;
     if files.is_empty() {
         return Err(InputError::setting(
-            "trace_files",
+            Setting::TraceFiles,
             "name at least one trace file",
         ));
     }
@@ -326,26 +327,26 @@ pub fn import(
 fn check(opts: &ImportOptions) -> Result<(), InputError> {
     if !(opts.load_scale.is_finite() && opts.load_scale > 0.0) {
         return Err(InputError::setting(
-            "load_scale",
+            Setting::LoadScale,
             "must be a positive factor (2 doubles the load)",
         ));
     }
     if opts.states.is_empty() {
         return Err(InputError::setting(
-            "states",
+            Setting::States,
             "keeps no state; name at least one",
         ));
     }
     if let (Some(a), Some(b)) = (opts.from_s, opts.to_s) {
         if a >= b {
             return Err(InputError::setting(
-                "time_window",
+                Setting::TimeWindow,
                 "its start is not before its end",
             ));
         }
     }
     if opts.widest_server_gpus == 0 {
-        return Err(InputError::setting("cluster", "has no GPU"));
+        return Err(InputError::setting(Setting::Cluster, "has no GPU"));
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ mod render;
 mod sim_charts;
 pub mod sim_data;
 
+use crate::error::Setting;
 pub use render::{DrawError, Format, Size};
 pub use sim_data::RunData;
 
@@ -188,8 +189,9 @@ fn read_profile(path: &Path, kind: Kind) -> Result<Input, PlotError> {
         return Err(InputError::new(
             origin,
             format!(
-                "is a directory; setting `kind` {} takes profile files (jct-cdf, jct-vs-load and utilization take \
+                "is a directory; {} {} takes profile files (jct-cdf, jct-vs-load and utilization take \
                  simulation output directories)",
+                Setting::Kind,
                 kind.name()
             ),
         )

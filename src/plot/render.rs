@@ -2,6 +2,7 @@
 //! number format, titles).
 
 use crate::error::InputError;
+use crate::error::Setting;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -55,7 +56,7 @@ impl Size {
 
     /// Refuses sizes too small to hold axes and labels, or too large to allocate sensibly.
     pub fn check(&self) -> Result<(), InputError> {
-        for (setting, v) in [("width", self.width), ("height", self.height)] {
+        for (setting, v) in [(Setting::Width, self.width), (Setting::Height, self.height)] {
             if !(200..=16_000).contains(&v) {
                 return Err(InputError::setting(
                     setting,

@@ -4,6 +4,7 @@ use super::render::{impl_chart, label_font, num, panels, series_color, titled, D
 use super::sim_data::RunData;
 use super::{Kind, PlotError};
 use crate::error::InputError;
+use crate::error::Setting;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::collections::BTreeMap;
@@ -42,7 +43,10 @@ pub(super) fn chart(
                 if r.rounds.is_empty() {
                     return Err(InputError::new(
                         format!("{}/rounds.csv", r.origin),
-                        "has no rounds (simulate with setting `record_rounds` records them)",
+                        format!(
+                            "has no rounds (simulate with {} records them)",
+                            Setting::RecordRounds
+                        ),
                     )
                     .into());
                 }
@@ -61,7 +65,11 @@ pub(super) fn chart(
         other => {
             return Err(InputError::new(
                 origin.display().to_string(),
-                format!("setting `kind` {} is not a simulation chart", other.name()),
+                format!(
+                    "{} {} is not a simulation chart",
+                    Setting::Kind,
+                    other.name()
+                ),
             )
             .into())
         }

@@ -3,6 +3,7 @@
 
 use super::{Kind, PlotError};
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::trace::{read_csv, CsvRecord};
 use crate::sim::metrics::SimResult;
 use std::path::Path;
@@ -94,8 +95,9 @@ pub fn load(path: &Path, kind: Kind) -> Result<Vec<RunData>, PlotError> {
         InputError::new(
             &origin,
             format!(
-                "{what}; setting `kind` {} takes a `synergy simulate --out` directory (a run with summary.json, \
+                "{what}; {} {} takes a `synergy simulate --out` directory (a run with summary.json, \
                  or a sweep of them); cpu, mem, heatmap and fit take profile files",
+                Setting::Kind,
                 kind.name()
             ),
         )

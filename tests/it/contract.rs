@@ -571,6 +571,15 @@ fn one_message(stderr: &str) -> Result<(), String> {
     if !first.starts_with("error: ") {
         return Err("the message does not start with `error: `".into());
     }
+    // The library's own name for a setting, shown where the flag that sets it belongs.
+    let advice = first.match_indices(" set `").any(|(i, _)| {
+        let rest = &first[i + " set `".len()..];
+        rest.find('`')
+            .is_some_and(|end| rest[end + 1..].starts_with(" to "))
+    });
+    if first.contains("setting `") || advice {
+        return Err("a setting is named by its configuration field, not its flag".into());
+    }
     if lines.len() == 1 {
         return Ok(());
     }
@@ -657,6 +666,7 @@ fn the_walk_catches_each_kind_of_breach() {
     assert!(breach(printed).contains("stdout: "));
     assert!(one_message("error: a\nb\n").is_err());
     assert!(one_message("thread 'main' panicked\n").is_err());
+    assert!(one_message("error: setting `round_s`: must be positive\n").is_err());
     assert!(
         one_message("error: a\n\nUsage: synergy x\n\nFor more information, try '--help'.\n")
             .is_ok()

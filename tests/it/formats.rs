@@ -4,7 +4,9 @@
 
 use super::common::shared;
 use std::path::{Path, PathBuf};
-use synergy::format::{advisor_table, journal, observation, profile, run_state, trace, trial};
+use synergy::format::{
+    advisor_table, dataset, journal, observation, profile, rate, resume, run_state, trace, trial,
+};
 
 fn fixtures(format: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -167,5 +169,63 @@ fn an_advisor_table_reads_and_writes_back_the_same() {
         assert!(problems.is_empty(), "{}: {problems:?}", path.display());
         assert_eq!(t.version, advisor_table::TABLE_VERSION);
         assert_eq!(t.to_tsv(), text);
+    }
+}
+
+/// A dataset's rate file of `synergy-rate/1`, as `synergy dataset rate` wrote it: its entry is the rate
+/// stored for its key, and storing it again (as a new measurement would) writes a file that reads the
+/// same. A file of another format holds nothing, so the rate is measured again.
+#[test]
+fn a_rate_file_reads_its_entries_and_stores_them_back() {
+    let _host = shared();
+    for path in files_in("rate") {
+        let file = rate::read_rate_file(&path);
+        assert_eq!(file.format, rate::RATE_FORMAT, "{}", path.display());
+        assert!(!file.rates.is_empty(), "{}", path.display());
+        let d = tempfile::tempdir().unwrap();
+        std::fs::copy(&path, d.path().join(rate::RATE_FILE)).unwrap();
+        for e in &file.rates {
+            assert_eq!(rate::stored_rate(d.path(), &e.key), Some(e.measurement));
+            rate::store_rate(d.path(), &e.key, e.measurement).unwrap();
+        }
+        let back = rate::read_rate_file(&d.path().join(rate::RATE_FILE));
+        assert_eq!(back.rates, file.rates);
+        let other = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(rate::RATE_FORMAT, "synergy-rate/2");
+        std::fs::write(d.path().join(rate::RATE_FILE), other).unwrap();
+        assert_eq!(rate::stored_rate(d.path(), &file.rates[0].key), None);
+    }
+}
+
+/// A generated dataset's manifest, as `synergy dataset gen` wrote it, reads and writes back the same.
+#[test]
+fn a_dataset_manifest_reads_and_round_trips() {
+    let _host = shared();
+    let dir = fixtures("dataset");
+    let m = dataset::read_manifest(&dir).expect("the manifest reads");
+    assert_eq!(m.kind, dataset::DatasetKind::Text);
+    assert_eq!(m.total_bytes.0, 65536);
+    let text = std::fs::read_to_string(dir.join(dataset::MANIFEST)).unwrap();
+    assert_eq!(serde_json::to_string_pretty(&m).unwrap(), text.trim_end());
+}
+
+/// A workload's resume state, as a built-in workload left it, reads; a missing one is a fresh start,
+/// and a malformed one is refused naming the file.
+#[test]
+fn a_resume_state_reads_and_a_malformed_one_is_refused() {
+    let _host = shared();
+    for path in files_in("resume") {
+        let st = resume::ResumeState::read(&path).unwrap();
+        assert_eq!((st.samples_done, st.steps_done), (20, 5));
+        let d = tempfile::tempdir().unwrap();
+        let copy = d.path().join("state.json");
+        st.write(&copy).unwrap();
+        assert_eq!(resume::ResumeState::read(&copy).unwrap(), st);
+        let fresh = resume::ResumeState::read(&d.path().join("none.json")).unwrap();
+        assert_eq!(fresh, resume::ResumeState::default());
+        std::fs::write(&copy, "{\"samples\": 1}").unwrap();
+        let e = resume::ResumeState::read(&copy).unwrap_err();
+        assert_eq!(e.origin, copy.display().to_string().as_str());
     }
 }

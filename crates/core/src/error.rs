@@ -1,27 +1,161 @@
 //! The error a user fixes by changing their input: it names the file, or the configuration setting, and
 //! the field at fault.
 //!
-//! The library names settings by their configuration field (`round_s`), never by a command-line flag:
-//! each front end names settings its own way, and the CLI rewrites [`Setting`]'s text form into flags
-//! before it prints (docs/architecture.md §7).
+//! The library names settings by their configuration field (`round_s`), never by a command-line flag: an
+//! error carries the [`Setting`] itself, and a front end that has its own names for them installs those
+//! once ([`use_front_end_names`]) so that every setting prints in them (docs/architecture.md §7).
 
 use std::fmt;
+use std::sync::OnceLock;
 
-/// A setting of a configuration the library takes, by its field name (`round_s`, `cpu_list`,
-/// `estimator.max_total_s`); a value in the name (`cache_state=warm`) when one choice of it is at fault.
-///
-/// In a message it reads `` setting `round_s` ``, and advice to change it (`Setting::to`) reads
-/// `` set `profiles` to DIR ``: [`name_settings`] finds both forms, so a front end can put its own names
-/// in their place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Setting(pub &'static str);
+/// Declares [`Setting`] with each variant's configuration field name, in one list.
+macro_rules! settings {
+    ($($(#[$doc:meta])* $variant:ident = $field:literal,)*) => {
+        /// A setting of a configuration the library takes (`round_s`, `cpu_list`, `estimator.max_total_s`);
+        /// a value in the name (`cache_state=warm`) when one choice of it is at fault.
+        ///
+        /// In a message it reads `` setting `round_s` ``, and advice to change it ([`Setting::to`]) reads
+        /// `` set `profiles` to DIR ``, unless a front end installed its own names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Setting {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Setting {
+            /// Every setting, in declaration order.
+            pub const ALL: &'static [Setting] = &[$(Setting::$variant,)*];
+
+            /// The setting's name, as configurations spell it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Setting::$variant => $field,)*
+                }
+            }
+        }
+    };
+}
+
+settings! {
+    /// A trial's or a profile's cores.
+    Cpus = "cpus",
+    /// The cores a trial is pinned to.
+    CpuList = "cpu_list",
+    /// A trial's memory limit.
+    MemLimit = "mem_limit",
+    /// The dataset bytes a trial keeps in the page cache.
+    CacheBytes = "cache_bytes",
+    /// A trial that starts with its dataset cached.
+    CacheStateWarm = "cache_state=warm",
+    /// A trial that starts with its dataset out of the page cache.
+    CacheStateCold = "cache_state=cold",
+    /// A trial's storage bandwidth limit.
+    StorageLimit = "storage_limit",
+    /// The isolation backend.
+    Isolation = "isolation",
+    /// The epochs a trial runs before it measures.
+    WarmupEpochs = "estimator.warmup_epochs",
+    /// The most seconds a trial runs.
+    MaxTotalS = "estimator.max_total_s",
+    /// The fewest seconds a trial measures.
+    MinMeasureS = "estimator.min_measure_s",
+    /// The seconds a trial runs before it measures.
+    WarmupS = "estimator.warmup_s",
+    /// The relative precision a trial measures to.
+    RelPrecision = "estimator.rel_precision",
+    /// A profile's memory axis.
+    MemoryGib = "memory_gib",
+    /// A job's GPUs.
+    Gpus = "gpus",
+    /// The refinement's tolerance.
+    Tolerance = "tolerance",
+    /// The scheduling round's length.
+    RoundS = "round_s",
+    /// The GPUs a host without them emulates.
+    EmulatedGpus = "emulated_gpus",
+    /// The memory a host lends to jobs.
+    Memory = "memory",
+    /// The nodes a Slurm run uses.
+    Nodes = "nodes",
+    /// The scheduling policy.
+    Policy = "policy",
+    /// Resuming a run from its state file.
+    Resume = "resume",
+    /// Starting a run over its state file.
+    Fresh = "fresh",
+    /// The allocation mechanism.
+    Mechanism = "mechanism",
+    /// A trace file.
+    Trace = "trace",
+    /// The window of a trace that is simulated.
+    Window = "window",
+    /// The number of generated jobs.
+    Jobs = "jobs",
+    /// Multi-GPU jobs.
+    GpuModeMulti = "gpu_mode=multi",
+    /// A generated trace's load.
+    LoadJobsPerH = "load_jobs_per_h",
+    /// A generated trace's workload split.
+    Split = "split",
+    /// The directory of profile files.
+    Profiles = "profiles",
+    /// Keeping every round's allocations.
+    RecordRounds = "record_rounds",
+    /// The round semantics.
+    Semantics = "semantics",
+    /// An imported trace's load scale.
+    LoadScale = "load_scale",
+    /// The job states an import keeps.
+    States = "states",
+    /// The time window an import keeps.
+    TimeWindow = "time_window",
+    /// The files an import reads.
+    TraceFiles = "trace_files",
+    /// The models an import assigns to jobs.
+    Models = "models",
+    /// The cluster an imported trace runs on.
+    Cluster = "cluster",
+    /// A chart's kind.
+    Kind = "kind",
+    /// A chart's width.
+    Width = "width",
+    /// A chart's height.
+    Height = "height",
+    /// A built-in pipeline's GPU rate.
+    GpuRate = "gpu_rate",
+    /// A built-in pipeline's batch size.
+    BatchSize = "batch_size",
+    /// A built-in pipeline's batches in flight per worker.
+    Prefetch = "prefetch",
+    /// A built-in pipeline's most steps.
+    MaxSteps = "max_steps",
+    /// A built-in pipeline's most samples.
+    MaxSamples = "max_samples",
+    /// A built-in pipeline's most seconds.
+    MaxSeconds = "max_seconds",
+    /// A text pipeline's sequence length.
+    SeqLen = "seq_len",
+    /// A generated dataset's size.
+    Size = "size",
+}
+
+/// How a front end names the settings it takes, installed once with [`use_front_end_names`].
+#[derive(Debug, Clone, Copy)]
+pub struct FrontEndNames {
+    /// The front end's name for each setting (`--round`).
+    pub name: fn(Setting) -> &'static str,
+    /// The word that asks for a value (`pass`), printed before the name and the value.
+    pub verb: &'static str,
+}
+
+static FRONT_END_NAMES: OnceLock<FrontEndNames> = OnceLock::new();
+
+/// Has every [`Setting`] print in `names` from now on, in every thread: a front end calls it once, before it
+/// calls the library. A second call is ignored (the first front end's names stay).
+pub fn use_front_end_names(names: FrontEndNames) {
+    let _ = FRONT_END_NAMES.set(names);
+}
 
 impl Setting {
-    /// The setting's name, as configurations spell it.
-    pub fn name(self) -> &'static str {
-        self.0
-    }
-
     /// Advice to give the setting a value: `` set `profiles` to DIR ``.
     pub fn to(self, value: &'static str) -> SetTo {
         SetTo {
@@ -33,7 +167,10 @@ impl Setting {
 
 impl fmt::Display for Setting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{SETTING_MARK}{}`", self.0)
+        match FRONT_END_NAMES.get() {
+            Some(names) => f.write_str((names.name)(*self)),
+            None => write!(f, "setting `{}`", self.name()),
+        }
     }
 }
 
@@ -48,68 +185,17 @@ pub struct SetTo {
 
 impl fmt::Display for SetTo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{SET_MARK}{}` to {}", self.setting.0, self.value)
+        match FRONT_END_NAMES.get() {
+            Some(names) => write!(
+                f,
+                "{} {} {}",
+                names.verb,
+                (names.name)(self.setting),
+                self.value
+            ),
+            None => write!(f, "set `{}` to {}", self.setting.name(), self.value),
+        }
     }
-}
-
-const SETTING_MARK: &str = "setting `";
-const SET_MARK: &str = "set `";
-
-/// `text` (a message, or a whole error chain) with every [`Setting`] and [`SetTo`] in it named as a front
-/// end names them: a setting by `name` (a flag, `--round`), advice to set one by `advise` given that
-/// name (`pass --profiles`), followed by the value. A setting `name` does not know keeps its neutral form.
-pub fn name_settings<'a>(
-    text: &str,
-    name: impl Fn(&str) -> Option<&'a str>,
-    advise: impl Fn(&str) -> String,
-) -> String {
-    let mut out = String::with_capacity(text.len());
-    // `copied` is where the text not yet in `out` starts; `at` where the search for a mark goes on.
-    let (mut copied, mut at) = (0, 0);
-    while let Some((i, mark, advice)) = next_mark(text, at) {
-        let start = i + mark.len();
-        let Some(len) = text[start..].find('`') else {
-            break;
-        };
-        let tail = start + len + 1;
-        at = tail;
-        let Some(named) = name(&text[start..start + len]) else {
-            continue;
-        };
-        let replaced = if !advice {
-            named.to_string()
-        } else if text[tail..].starts_with(" to ") {
-            at = tail + " to ".len();
-            format!("{} ", advise(named))
-        } else {
-            continue;
-        };
-        out.push_str(&text[copied..i]);
-        out.push_str(&replaced);
-        copied = at;
-    }
-    out.push_str(&text[copied..]);
-    out
-}
-
-/// The first mark of either kind at or after `from` that starts a word (so `dataset `x`` holds none), and
-/// whether it is advice.
-fn next_mark(text: &str, from: usize) -> Option<(usize, &'static str, bool)> {
-    [(SETTING_MARK, false), (SET_MARK, true)]
-        .into_iter()
-        .filter_map(|(mark, advice)| {
-            text[from..]
-                .match_indices(mark)
-                .map(|(i, _)| from + i)
-                .find(|&i| {
-                    !text[..i]
-                        .chars()
-                        .next_back()
-                        .is_some_and(|c| c.is_alphanumeric() || c == '_')
-                })
-                .map(|i| (i, mark, advice))
-        })
-        .min_by_key(|&(i, _, _)| i)
 }
 
 /// What an [`InputError`] is about.
@@ -171,9 +257,9 @@ impl InputError {
     }
 
     /// A problem with the value of a configuration setting, by its field name (`round_s`).
-    pub fn setting(setting: &'static str, message: impl Into<String>) -> Self {
+    pub fn setting(setting: Setting, message: impl Into<String>) -> Self {
         InputError {
-            origin: Origin::Setting(Setting(setting)),
+            origin: Origin::Setting(setting),
             field: None,
             message: message.into(),
         }
@@ -227,35 +313,27 @@ mod tests {
     }
 
     #[test]
-    fn settings_read_neutrally_and_front_ends_rename_them() {
+    fn settings_read_neutrally_without_a_front_end() {
         let err = InputError::setting(
-            "round_s",
+            Setting::RoundS,
             format!(
                 "{} is unset; {}",
-                Setting("jobs"),
-                Setting("profiles").to("DIR")
+                Setting::Jobs,
+                Setting::Profiles.to("DIR")
             ),
         );
-        let text = err.to_string();
         assert_eq!(
-            text,
+            err.to_string(),
             "setting `round_s`: setting `jobs` is unset; set `profiles` to DIR"
         );
-        let flag = |s: &str| match s {
-            "round_s" => Some("--round"),
-            "profiles" => Some("--profiles"),
-            _ => None,
-        };
-        let advise = |flag: &str| format!("pass {flag}");
-        assert_eq!(
-            name_settings(&text, flag, advise),
-            "--round: setting `jobs` is unset; pass --profiles DIR"
-        );
-        // Text without marks, or with a mark left open, passes through.
-        assert_eq!(name_settings("a `b` c", flag, advise), "a `b` c");
-        assert_eq!(
-            name_settings("setting `round_s", flag, advise),
-            "setting `round_s"
-        );
+        assert_eq!(err.origin, Origin::Setting(Setting::RoundS));
+    }
+
+    #[test]
+    fn every_setting_has_its_own_name() {
+        let mut names: Vec<_> = Setting::ALL.iter().map(|s| s.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Setting::ALL.len());
     }
 }

@@ -5,7 +5,7 @@ use super::*;
 /// A generated dataset on one line.
 pub(in crate::cli) fn render_manifest(
     dir: &Path,
-    m: &crate::workload::dataset::DatasetManifest,
+    m: &crate::format::dataset::DatasetManifest,
 ) -> String {
     format!(
         "{}: {} {} files, {} (mean {:.1} KB)\n",
@@ -20,7 +20,7 @@ pub(in crate::cli) fn render_manifest(
 /// A dataset's one-core rate: the rate, how it was measured, and where it is kept.
 pub(in crate::cli) fn render_rate(
     dir: &Path,
-    pipeline: crate::workload::builtin::Pipeline,
+    pipeline: crate::format::rate::Pipeline,
     r: &crate::workload::builtin::rate::OneCoreRate,
 ) -> String {
     let m = &r.measurement;

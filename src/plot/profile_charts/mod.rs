@@ -7,6 +7,7 @@ use super::render::{
 };
 use super::{Input, Kind, PlotError};
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::profile::Profile;
 use crate::format::profile::TrialRole;
 use crate::format::profile::{HitModel, Stage};
@@ -42,8 +43,11 @@ pub(super) fn chart(
                 return Err(InputError::field(
                     &i.origin,
                     "validation",
-                    "has no validation points, so there is nothing to compare predictions with \
-                     (published profiles have none); setting `kind` fit needs a measured profile",
+                    format!(
+                        "has no validation points, so there is nothing to compare predictions with \
+                         (published profiles have none); {} fit needs a measured profile",
+                        Setting::Kind
+                    ),
                 )
                 .into());
             }

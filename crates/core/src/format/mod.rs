@@ -7,9 +7,12 @@
 //! lists every minor version it accepts; anything else is a new major version, refused by name.
 
 pub mod advisor_table;
+pub mod dataset;
 pub mod journal;
 pub mod observation;
 pub mod profile;
+pub mod rate;
+pub mod resume;
 pub mod run_state;
 pub mod trace;
 pub mod trial;

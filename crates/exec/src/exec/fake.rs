@@ -10,8 +10,8 @@ use super::{
     Work,
 };
 use crate::cancel::Cancel;
+use crate::format::resume::ResumeState;
 use crate::units::Bytes;
-use crate::workload::builtin::ResumeState;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

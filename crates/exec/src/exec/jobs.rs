@@ -3,6 +3,7 @@
 
 use super::{ExecError, Work};
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::profile::Profile;
 use crate::format::trace::TraceJob;
 use crate::sched::catalog::{Catalog, JobModel};
@@ -370,7 +371,7 @@ impl JobList {
             Some(j) => {
                 let least = (j.footprint_bytes as f64 * gpus.max(1) as f64 / j.gpus as f64).ceil();
                 Err(InputError::setting(
-                    "memory",
+                    Setting::Memory,
                     format!(
                         "{memory} gives job `{}` {} of memory ({} of {gpus} GPUs), below its footprint, {} (measured in {}, or field `footprint` of {}); give at least {}",
                         j.name,

@@ -4,8 +4,8 @@
 //! these so that a job behaves the same wherever it runs; none of them depends on how a backend isolates.
 
 use super::{AllocPart, JobLaunch, ServerInfo};
+use crate::format::resume::ResumeState;
 use crate::units::{Bytes, Cores};
-use crate::workload::builtin::ResumeState;
 use crate::workload::spec::CacheKind;
 use crate::workload::WorkloadError;
 use std::path::{Path, PathBuf};

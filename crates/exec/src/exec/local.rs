@@ -9,7 +9,9 @@ use super::{
     ServerInfo,
 };
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::exec::observe::Steps;
+use crate::format::resume::ResumeState;
 use crate::isolate::cgroup::CgroupBackend;
 use crate::isolate::ledger::{self, CoreLease};
 use crate::isolate::{Budget, Domain, IsolateError, Isolation};
@@ -18,7 +20,6 @@ use crate::measure::event::ProgressEvent;
 use crate::measure::progress::{self, PipeProgress, ProgressSource};
 use crate::measure::progress::{RegexMatcher, RegexProgress};
 use crate::units::Bytes;
-use crate::workload::builtin::ResumeState;
 use crate::workload::env;
 use crate::workload::launch::{self, LaunchConfig, ProgressStream, RankLayout, Running};
 use crate::workload::spec::ProgressSpec;
@@ -87,33 +88,40 @@ fn nvml_gpus() -> Result<u32, String> {
 /// This host as one server: GPUs through NVML unless emulated, the cores this process may use, its
 /// memory; each capped by the options.
 pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
-    let gpus =
-        match opts.emulated_gpus {
-            Some(0) => return Err(InputError::setting("emulated_gpus", "must be at least 1").into()),
-            Some(n) => n,
-            None => match nvml_gpus() {
-                Ok(n) if n > 0 => n,
-                Ok(_) => return Err(InputError::setting(
-                    "emulated_gpus",
-                    "NVML reports no GPUs on this host; set `emulated_gpus` to N to emulate N accelerators",
-                )
-                .into()),
-                Err(e) => {
-                    return Err(InputError::setting(
-                        "emulated_gpus",
-                        format!(
-                        "no GPUs found through NVML ({e}); set `emulated_gpus` to N to emulate N accelerators"
+    let gpus = match opts.emulated_gpus {
+        Some(0) => {
+            return Err(InputError::setting(Setting::EmulatedGpus, "must be at least 1").into())
+        }
+        Some(n) => n,
+        None => match nvml_gpus() {
+            Ok(n) if n > 0 => n,
+            Ok(_) => {
+                return Err(InputError::setting(
+                    Setting::EmulatedGpus,
+                    format!(
+                        "NVML reports no GPUs on this host; {} to emulate N accelerators",
+                        Setting::EmulatedGpus.to("N")
                     ),
-                    )
-                    .into())
-                }
-            },
-        };
+                )
+                .into())
+            }
+            Err(e) => {
+                return Err(InputError::setting(
+                    Setting::EmulatedGpus,
+                    format!(
+                        "no GPUs found through NVML ({e}); {} to emulate N accelerators",
+                        Setting::EmulatedGpus.to("N")
+                    ),
+                )
+                .into())
+            }
+        },
+    };
     let mut cores = crate::measure::trial::host_cores();
     if let Some(n) = opts.cpus {
         if n == 0 || n > cores.len() {
             return Err(InputError::setting(
-                "cpus",
+                Setting::Cpus,
                 format!(
                     "must be 1 to {} (the cores this process may use)",
                     cores.len()
@@ -127,7 +135,7 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
     let memory = match opts.memory {
         Some(m) if m.0 == 0 || m.0 > host_mem => {
             return Err(InputError::setting(
-                "memory",
+                Setting::Memory,
                 format!(
                     "must be more than 0 and at most the host's {}",
                     Bytes(host_mem)

@@ -16,11 +16,12 @@ use super::{
     ServerInfo, Work,
 };
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::exec::observe::{Steps, Window};
+use crate::format::resume::ResumeState;
 use crate::format::trial::IsolationKind;
 use crate::isolate::ChildSetup;
 use crate::units::{Bytes, Cores};
-use crate::workload::builtin::ResumeState;
 use crate::workload::env;
 use crate::workload::launch::{self, LaunchConfig, RankLayout, Rendezvous};
 use std::collections::{BTreeMap, BTreeSet};
@@ -136,7 +137,7 @@ pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, E
         if !nodes.iter().any(|n| &n.name == want) {
             let known: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
             return Err(InputError::setting(
-                "nodes",
+                Setting::Nodes,
                 format!("Slurm has no node `{want}` (it has {known:?})"),
             )
             .into());
@@ -145,9 +146,9 @@ pub fn discover(slurm: &Slurm, opts: &SlurmOptions) -> Result<Vec<ServerInfo>, E
     if opts.cpus == Some(0) || opts.memory.is_some_and(|m| m.0 < 1 << 20) {
         return Err(InputError::setting(
             if opts.cpus == Some(0) {
-                "cpus"
+                Setting::Cpus
             } else {
-                "memory"
+                Setting::Memory
             },
             "must be at least 1 (core) or 1 MiB",
         )

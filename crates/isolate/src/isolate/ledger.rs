@@ -118,8 +118,9 @@ fn advice(holders: &[Holder]) -> String {
     let who: Vec<String> = holders.iter().map(Holder::to_string).collect();
     let them = if holders.len() == 1 { "it" } else { "them" };
     format!(
-        "{}; wait for {them} to finish, or set `cpu_list` to free cores",
-        who.join("; ")
+        "{}; wait for {them} to finish, or {}",
+        who.join("; "),
+        crate::error::Setting::CpuList.to("free cores")
     )
 }
 

@@ -131,7 +131,7 @@ pub enum IsolateError {
     /// (docs/architecture.md §7), unlike [`IsolateError::Unavailable`], which detection falls back from.
     #[error(
         "{} {backend} is not available here: {reason}; {instead}",
-        crate::error::Setting("isolation")
+        crate::error::Setting::Isolation
     )]
     NotHere {
         /// The backend asked for.
@@ -311,7 +311,7 @@ pub fn require(
     let accept = if backend.enforces().missing(&without_fractions).is_empty() {
         format!(
             "pass {} {} to take whole cores for it",
-            crate::error::Setting("isolation"),
+            crate::error::Setting::Isolation,
             backend.kind()
         )
     } else {
@@ -334,16 +334,16 @@ fn instead_of(kind: IsolationKind) -> String {
         IsolationKind::CgroupV1 => IsolationKind::CgroupV2,
         _ => IsolationKind::CgroupV1,
     };
-    let detect = format!("leave {} out to detect", crate::error::Setting("isolation"));
+    let detect = format!("leave {} out to detect", crate::error::Setting::Isolation);
     if cgroup::CgroupBackend::new(other).is_ok() {
         format!(
             "use {} {other} (available here), or {detect}",
-            crate::error::Setting("isolation")
+            crate::error::Setting::Isolation
         )
     } else {
         format!(
             "use {} affinity, or {detect}",
-            crate::error::Setting("isolation")
+            crate::error::Setting::Isolation
         )
     }
 }

@@ -1,6 +1,7 @@
 //! Throughput estimation from progress events: excludes warm-up, estimates samples per second with a 95%
 //! confidence interval (batch means over consecutive steps), and decides when a trial can stop.
 
+use crate::error::Setting;
 use crate::format::trial::Estimate;
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +54,8 @@ impl EstimatorConfig {
     pub fn check(&self) -> Result<(), crate::error::InputError> {
         use crate::error::InputError;
         for (setting, v) in [
-            ("estimator.warmup_s", self.warmup_s),
-            ("estimator.min_measure_s", self.min_measure_s),
+            (Setting::WarmupS, self.warmup_s),
+            (Setting::MinMeasureS, self.min_measure_s),
         ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(InputError::setting(
@@ -65,22 +66,24 @@ impl EstimatorConfig {
         }
         if !(self.max_total_s.is_finite() && self.max_total_s > 0.0) {
             return Err(InputError::setting(
-                "estimator.max_total_s",
+                Setting::MaxTotalS,
                 "must be a positive number of seconds",
             ));
         }
         if self.min_measure_s > self.max_total_s {
             return Err(InputError::setting(
-                "estimator.min_measure_s",
+                Setting::MinMeasureS,
                 format!(
-                    "{} s is more than setting `estimator.max_total_s` ({} s): a trial could never measure that long",
-                    self.min_measure_s, self.max_total_s
+                    "{} s is more than {} ({} s): a trial could never measure that long",
+                    self.min_measure_s,
+                    Setting::MaxTotalS,
+                    self.max_total_s
                 ),
             ));
         }
         if !(self.rel_precision > 0.0 && self.rel_precision < 1.0) {
             return Err(InputError::setting(
-                "estimator.rel_precision",
+                Setting::RelPrecision,
                 "must be a fraction of the mean between 0 and 1 (0.02 is 2%)",
             ));
         }

@@ -2,6 +2,7 @@
 //! demand, iteration time, class), loaded by `workload.name` from a directory of profiles.
 
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::profile::{Profile, ProfileError};
 use crate::predict::interpolate;
 use std::collections::HashMap;
@@ -128,7 +129,10 @@ impl Catalog {
         if !dir.is_dir() {
             return Err(InputError::new(
                 dir.display().to_string(),
-                "is not a directory of profile files (set `profiles` to DIR; the published zoo is in profiles/zoo)",
+                format!(
+                    "is not a directory of profile files ({}; the published zoo is in profiles/zoo)",
+                    Setting::Profiles.to("DIR")
+                ),
             )
             .into());
         }
@@ -146,7 +150,10 @@ impl Catalog {
         if models.is_empty() {
             return Err(InputError::new(
                 dir.display().to_string(),
-                "holds no profile files (*.json); set `profiles` to DIR",
+                format!(
+                    "holds no profile files (*.json); {}",
+                    Setting::Profiles.to("DIR")
+                ),
             )
             .into());
         }

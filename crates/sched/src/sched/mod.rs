@@ -13,6 +13,7 @@ pub mod round;
 pub mod semantics;
 pub mod server;
 
+use crate::error::Setting;
 pub use catalog::{Catalog, JobModel};
 pub use cluster::{ClusterConfig, ClusterState, Part, ServerSpec};
 pub use mechanism::{Greedy, Proportional, Tune};
@@ -218,7 +219,7 @@ pub fn policy_by_name(name: &str) -> Result<Box<dyn Policy>, crate::error::Input
         "srtf" => Box::new(Srtf),
         "las" => Box::new(Las),
         "ftf" => Box::new(Ftf),
-        _ => return Err(unknown("policy", name, &POLICIES)),
+        _ => return Err(unknown(Setting::Policy, name, &POLICIES)),
     })
 }
 
@@ -229,15 +230,16 @@ pub fn mechanism_by_name(name: &str) -> Result<Box<dyn Mechanism>, crate::error:
         "greedy" => Box::new(Greedy),
         "tune" => Box::new(Tune),
         "opt" => Box::new(Opt::default()),
-        _ => return Err(unknown("mechanism", name, &MECHANISMS)),
+        _ => return Err(unknown(Setting::Mechanism, name, &MECHANISMS)),
     })
 }
 
-fn unknown(what: &'static str, name: &str, choices: &[&str]) -> crate::error::InputError {
+fn unknown(what: Setting, name: &str, choices: &[&str]) -> crate::error::InputError {
     crate::error::InputError::setting(
         what,
         format!(
-            "unknown {what} `{name}` (choose from {})",
+            "unknown {} `{name}` (choose from {})",
+            what.name(),
             choices.join(", ")
         ),
     )

@@ -8,6 +8,7 @@ use super::semantics::{RoundEnd, SimSemantics};
 use super::trace::{GenConfig, Generator, GpuMode};
 use super::SimError;
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState};
@@ -65,7 +66,7 @@ pub fn check_round(round_s: f64) -> Result<(), InputError> {
         Ok(())
     } else {
         Err(InputError::setting(
-            "round_s",
+            Setting::RoundS,
             "must be a positive number of seconds",
         ))
     }
@@ -97,11 +98,11 @@ fn arrivals(
     Ok(match source {
         TraceSource::Jobs(jobs) => {
             if jobs.is_empty() {
-                return Err(InputError::setting("trace", "the trace has no jobs").into());
+                return Err(InputError::setting(Setting::Trace, "the trace has no jobs").into());
             }
             if let Some(j) = jobs.iter().find(|j| j.gpus as u64 > total_gpus) {
                 return Err(InputError::setting(
-                    "trace",
+                    Setting::Trace,
                     format!(
                         "job {} asks for {} GPUs; the cluster has {total_gpus}",
                         j.id, j.gpus
@@ -115,22 +116,24 @@ fn arrivals(
                 None => jobs.len() as u64,
             };
             if n == 0 {
-                return Err(
-                    InputError::setting("window", "no job of the trace falls in it").into(),
-                );
+                return Err(InputError::setting(
+                    Setting::Window,
+                    "no job of the trace falls in it",
+                )
+                .into());
             }
             (Box::new(jobs.into_iter()), n)
         }
         TraceSource::Generated(g) => {
             if g.gpu_mode == GpuMode::Multi && total_gpus < 8 {
                 return Err(InputError::setting(
-                    "gpu_mode=multi",
+                    Setting::GpuModeMulti,
                     format!("generated jobs take up to 8 GPUs; the cluster has {total_gpus}"),
                 )
                 .into());
             }
             if g.jobs == Some(0) {
-                return Err(InputError::setting("jobs", "must be at least 1").into());
+                return Err(InputError::setting(Setting::Jobs, "must be at least 1").into());
             }
             let n = match (cfg.window, g.jobs) {
                 (Some((a, b)), Some(n)) => (b + 1).min(n).saturating_sub(a),
@@ -138,14 +141,19 @@ fn arrivals(
                 (None, Some(n)) => n,
                 (None, None) => {
                     return Err(InputError::setting(
-                        "window",
-                        "an endless generated trace needs a window (or setting `jobs`)",
+                        Setting::Window,
+                        format!(
+                            "an endless generated trace needs a window (or {})",
+                            Setting::Jobs
+                        ),
                     )
                     .into())
                 }
             };
             if n == 0 {
-                return Err(InputError::setting("window", "no generated job falls in it").into());
+                return Err(
+                    InputError::setting(Setting::Window, "no generated job falls in it").into(),
+                );
             }
             (
                 Box::new(Generator::with_streams(g, catalog, semantics.streams)?),

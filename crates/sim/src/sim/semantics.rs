@@ -4,6 +4,7 @@
 //! listed, with what it costs in JCT, in docs/simulate.md ("Two semantics").
 
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::sched::Semantics;
 
 /// Where a generated multi-GPU trace draws its numbers.
@@ -60,7 +61,7 @@ impl SimSemantics {
             "synergy" => Ok(SimSemantics::SYNERGY),
             "reference" => Ok(SimSemantics::REFERENCE),
             _ => Err(InputError::setting(
-                "semantics",
+                Setting::Semantics,
                 format!(
                     "unknown semantics `{name}` (choose from {})",
                     SEMANTICS.join(", ")

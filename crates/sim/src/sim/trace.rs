@@ -3,6 +3,7 @@
 //! trace CSV a user brings is [`crate::format::trace`].
 
 use crate::error::InputError;
+use crate::error::Setting;
 use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use crate::sim::pyrandom::PyRandom;
@@ -92,7 +93,7 @@ impl ClassRotation {
         let total: f64 = split.iter().sum();
         if split.iter().any(|s| !(s.is_finite() && *s >= 0.0)) || total.is_nan() || total <= 0.0 {
             return Err(InputError::setting(
-                "split",
+                Setting::Split,
                 "needs three non-negative shares (image,language,speech) with a positive sum",
             ));
         }
@@ -104,7 +105,7 @@ impl ClassRotation {
             for n in names.iter() {
                 classes[k].push(catalog.index(n).ok_or_else(|| {
                     InputError::setting(
-                        "profiles",
+                        Setting::Profiles,
                         format!(
                             "the class split needs the {class} model `{n}`, which no profile names \
                              (the published zoo is in profiles/zoo)"
@@ -185,7 +186,7 @@ impl Generator {
     ) -> Result<Generator, InputError> {
         if !(cfg.load_jobs_per_h.is_finite() && cfg.load_jobs_per_h > 0.0) {
             return Err(InputError::setting(
-                "load_jobs_per_h",
+                Setting::LoadJobsPerH,
                 "must be a positive number of jobs per hour",
             ));
         }

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::dataset::DatasetKind;
 use super::probe::ProbeKind;
+use crate::format::dataset::DatasetKind;
 
 /// The specs of the built-in workloads, embedded so the binary works without the repository.
 pub const BUILTIN: [(&str, &str); 3] = [

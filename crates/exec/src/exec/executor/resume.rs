@@ -53,8 +53,8 @@ fn fresh_state(
             cfg.state_path.display().to_string(),
             format!(
                 "{what}; continue it with {}, or discard it and start over with {}",
-                crate::error::Setting("resume"),
-                crate::error::Setting("fresh")
+                crate::error::Setting::Resume,
+                crate::error::Setting::Fresh
             ),
         )
         .into());

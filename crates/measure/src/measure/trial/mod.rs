@@ -10,6 +10,7 @@ mod prepare;
 mod summary;
 mod watch;
 
+use crate::error::Setting;
 use crate::format::trial::{
     CacheState, DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult,
     TRIAL_SCHEMA,
@@ -88,7 +89,7 @@ pub enum TrialError {
     #[error(transparent)]
     Isolate(#[from] IsolateError),
     /// The kernel killed the workload for lack of memory under its limit.
-    #[error("the workload was killed by the kernel's OOM killer ({kills} kill(s)) under a memory limit of {limit}: it needs more memory than that at {cpus} cores; raise setting `mem_limit`")]
+    #[error("the workload was killed by the kernel's OOM killer ({kills} kill(s)) under a memory limit of {limit}: it needs more memory than that at {cpus} cores; raise {}", Setting::MemLimit)]
     OutOfMemory {
         /// The memory limit.
         limit: Bytes,
@@ -115,7 +116,10 @@ pub enum TrialError {
     #[error("{0}")]
     NoRanks(String),
     /// The longest allowed time passed with too few steps to estimate from (a slow workload).
-    #[error("only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise setting `estimator.max_total_s`")]
+    #[error(
+        "only {steps} steps in {duration_s:.1} s, too few to estimate throughput; raise {}",
+        Setting::MaxTotalS
+    )]
     TooFewSteps {
         /// Steps the workload reported.
         steps: u64,

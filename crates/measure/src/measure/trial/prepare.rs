@@ -15,23 +15,24 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     let cores = host_cores().len();
     if !(req.cpus.0.is_finite() && req.cpus.0 > 0.0) {
         return Err(InputError::setting(
-            "cpus",
+            Setting::Cpus,
             "must be a positive number of cores",
         ));
     }
     if req.cpus.0 > cores as f64 {
         return Err(InputError::setting(
-            "cpus",
+            Setting::Cpus,
             format!("{} cores asked for, but this host has {cores}", req.cpus),
         ));
     }
     if let Some(list) = &req.cpu_list {
         if list.len() < req.cpus.threads() {
             return Err(InputError::setting(
-                "cpu_list",
+                Setting::CpuList,
                 format!(
-                    "{} cores listed, but setting `cpus` {} needs {}",
+                    "{} cores listed, but {} {} needs {}",
                     list.len(),
+                    Setting::Cpus,
                     req.cpus,
                     req.cpus.threads()
                 ),
@@ -44,7 +45,7 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     if let Some(cache) = req.cache_bytes {
         if host > 0 && cache.0 > host {
             return Err(InputError::setting(
-                "cache_bytes",
+                Setting::CacheBytes,
                 format!("{cache} is more than this host has ({})", Bytes(host)),
             ));
         }
@@ -52,19 +53,19 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     if let Some(mem) = req.mem_limit {
         if mem.0 == 0 {
             return Err(InputError::setting(
-                "mem_limit",
+                Setting::MemLimit,
                 "must be more than 0 bytes",
             ));
         }
         if host > 0 && mem.0 > host {
             return Err(InputError::setting(
-                "mem_limit",
+                Setting::MemLimit,
                 format!("{mem} is more than this host has ({})", Bytes(host)),
             ));
         }
         if mem < footprint {
             return Err(InputError::setting(
-                "mem_limit",
+                Setting::MemLimit,
                 format!(
                     "{mem} is below the least memory the workload runs in, {footprint} (field `footprint` in {})",
                     req.spec.origin
@@ -74,22 +75,30 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
         if let Some(cache) = req.cache_bytes {
             if Bytes(footprint.0 + cache.0) > mem {
                 return Err(InputError::setting(
-                    "mem_limit",
-                    format!("{mem} cannot hold the footprint ({footprint}) plus setting `cache_bytes` ({cache})"),
+                    Setting::MemLimit,
+                    format!(
+                        "{mem} cannot hold the footprint ({footprint}) plus {} ({cache})",
+                        Setting::CacheBytes
+                    ),
                 ));
             }
         }
         if req.cache_state == CacheState::Warm {
             return Err(InputError::setting(
-                "cache_state=warm",
-                "with setting `mem_limit`, pages prewarmed by synergy would be charged outside the workload's cgroup; \
-                 use setting `cache_state=cold` with setting `estimator.warmup_epochs` 1 instead",
+                Setting::CacheStateWarm,
+                format!(
+                    "with {}, pages prewarmed by synergy would be charged outside the workload's cgroup; \
+                     use {} with {} 1 instead",
+                    Setting::MemLimit,
+                    Setting::CacheStateCold,
+                    Setting::WarmupEpochs
+                ),
             ));
         }
     }
     if req.storage_limit.is_some() && req.spec.dataset.is_none() {
         return Err(InputError::setting(
-            "storage_limit",
+            Setting::StorageLimit,
             format!(
                 "the workload in {} has no dataset to throttle",
                 req.spec.origin
@@ -99,7 +108,7 @@ pub(super) fn validate(req: &TrialRequest) -> Result<(), InputError> {
     if let Some(BytesPerSec(b)) = req.storage_limit {
         if !(b.is_finite() && b >= 1.0) {
             return Err(InputError::setting(
-                "storage_limit",
+                Setting::StorageLimit,
                 "must be a positive rate",
             ));
         }
@@ -141,7 +150,7 @@ pub fn prepare_dataset(
         dataset::generate(gen.kind, &dir, gen.size, gen.seed, cancel).map_err(|e| match e {
             WorkloadError::Interrupted(sig) => TrialError::Interrupted(sig),
             // The size is the spec's field here, not `dataset gen`'s flag.
-            WorkloadError::Input(e) if e.origin == Origin::Setting(Setting("size")) => {
+            WorkloadError::Input(e) if e.origin == Origin::Setting(Setting::Size) => {
                 InputError::field(&spec.origin, "dataset.generate.size", e.message).into()
             }
             e => e.into(),

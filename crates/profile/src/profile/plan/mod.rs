@@ -35,6 +35,7 @@ mod journal;
 mod replay;
 mod runner;
 
+use crate::error::Setting;
 pub(crate) use crate::isolate::host_memory_bytes;
 pub use holdout::held_out;
 pub use replay::{replay_request, spec_of, Recorded};
@@ -475,19 +476,19 @@ fn check_request(req: &ProfileRequest, host_cores: f64) -> Result<Vec<f64>, Inpu
         Some(v) => v.clone(),
         None => matrix::auto_cpu_axis(host_cores),
     };
-    check_axis("cpus", &cpu_axis)?;
+    check_axis(Setting::Cpus, &cpu_axis)?;
     if let Some(c) = cpu_axis.iter().find(|c| **c > host_cores) {
         return Err(InputError::setting(
-            "cpus",
+            Setting::Cpus,
             format!("{c} cores asked for, but this host has {host_cores}"),
         ));
     }
     if let Some(m) = &req.memory_gib {
-        check_axis("memory_gib", m)?;
+        check_axis(Setting::MemoryGib, m)?;
         let host = host_memory_bytes();
         if let Some(big) = m.iter().find(|g| host > 0 && **g * GIB > host as f64) {
             return Err(InputError::setting(
-                "memory_gib",
+                Setting::MemoryGib,
                 format!(
                     "{big} GiB is more than this host has ({:.2} GiB)",
                     host as f64 / GIB
@@ -498,10 +499,10 @@ fn check_request(req: &ProfileRequest, host_cores: f64) -> Result<Vec<f64>, Inpu
     let declared = format!("field `footprint` in {}", req.spec.origin);
     check_memory_axis(req, spec_floor(&req.spec), &declared)?;
     if req.gpus == Some(0) {
-        return Err(InputError::setting("gpus", "must be at least 1"));
+        return Err(InputError::setting(Setting::Gpus, "must be at least 1"));
     }
     if !(0.0..1.0).contains(&req.tolerance) {
-        return Err(InputError::setting("tolerance", "must be in [0, 1)"));
+        return Err(InputError::setting(Setting::Tolerance, "must be in [0, 1)"));
     }
     Ok(cpu_axis)
 }
@@ -515,7 +516,7 @@ fn check_memory_axis(req: &ProfileRequest, footprint: u64, whence: &str) -> Resu
         .and_then(|m| m.iter().find(|g| **g * GIB < footprint as f64))
     {
         Some(low) => Err(InputError::setting(
-            "memory_gib",
+            Setting::MemoryGib,
             format!(
                 "{low} GiB is below the workload's footprint, {} ({whence}): it cannot run in that",
                 crate::units::Bytes(footprint)
@@ -525,7 +526,7 @@ fn check_memory_axis(req: &ProfileRequest, footprint: u64, whence: &str) -> Resu
     }
 }
 
-fn check_axis(setting: &'static str, v: &[f64]) -> Result<(), InputError> {
+fn check_axis(setting: Setting, v: &[f64]) -> Result<(), InputError> {
     if v.is_empty() || v.iter().any(|x| !(x.is_finite() && *x > 0.0)) {
         return Err(InputError::setting(
             setting,
@@ -574,7 +575,7 @@ mod tests {
         let e = check_request(&low, 1.0).unwrap_err();
         assert_eq!(
             e.origin,
-            crate::error::Origin::Setting(crate::error::Setting("memory_gib"))
+            crate::error::Origin::Setting(crate::error::Setting::MemoryGib)
         );
         assert!(e.message.contains("0.01 GiB is below"), "{}", e.message);
         assert!(check_request(&request(spec.clone(), vec![0.5, 1.0]), 1.0).is_ok());

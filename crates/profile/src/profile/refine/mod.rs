@@ -24,7 +24,7 @@ use crate::error::InputError;
 use crate::format::observation::Observation;
 use crate::format::profile::{rel_error, MissCostRefit, RefinedPoint, Refinement, SpeedRatio};
 use crate::format::profile::{CellSource, FittedModel, Profile, ProfileTrial, TrialRole, SCHEMA};
-use crate::format::profile::{CostPoint, CpuCurve, CpuPoint};
+use crate::format::profile::{CpuCurve, CpuPoint};
 use crate::format::trial::CacheState;
 use crate::format::trial::Telemetry;
 use crate::format::trial::{Estimate, StopReason};
@@ -356,29 +356,34 @@ struct Moved {
     because: Vec<String>,
 }
 
-/// Moves `old_model` to the pooled allocations `all`: the CPU curve to the observed speed at each core
-/// count (observed points as they are), G up to the fastest rate seen, and the miss cost searched again
-/// where a core count was observed both memory-limited and not.
-fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
-    let mut because = Vec::new();
-    let mut model = old_model.clone();
+/// The speed a run observed against the profile, by core count.
+struct Ratios {
+    /// (cores, observed / predicted), sorted by cores, one per core count.
+    all: Vec<(f64, f64)>,
+    /// (cores, ratio, memory) of the memory-limited pools that set the ratio at their cores, where no
+    /// observation had memory to spare.
+    limited: Vec<(f64, f64, f64)>,
+}
+
+/// The ratios of the pooled allocations `all` to `old_model`'s predictions. Where a job ran with memory
+/// to spare, its rate against the cached curve is the host's speed there. At core counts where it only
+/// ran memory-limited, the rate against the model's prediction at that memory is (the miss cost taken as
+/// profiled): leaving those out would let a ratio observed at other cores stand for them, and a job seen
+/// CPU-bound at a quarter of a core would be predicted there at what it did at one.
+fn speed_ratios(old_model: &FittedModel, all: &[Pool]) -> Ratios {
     let cached_old = |c: f64| old_model.stall.cpu.at(c).max(1e-9);
-    let unlimited: Vec<&Pool> = all.iter().filter(|p| !p.limited).collect();
-    let limited_pools: Vec<&Pool> = all.iter().filter(|p| p.limited).collect();
-    let has_unlimited_at = |c: f64| unlimited.iter().any(|u| (u.cpus - c).abs() < SAME_CORES);
-    // Where a job ran with memory to spare, its rate against the cached curve is the host's speed there.
-    // At core counts where it only ran memory-limited, the rate against the model's prediction at that
-    // memory is (the miss cost taken as profiled): leaving those out would let a ratio observed at other
-    // cores stand for them, and a job seen CPU-bound at a quarter of a core would be predicted there at
-    // what it did at one.
-    let mut ratios: Vec<(f64, f64)> = unlimited
+    let has_unlimited_at = |c: f64| {
+        all.iter()
+            .any(|u| !u.limited && (u.cpus - c).abs() < SAME_CORES)
+    };
+    let mut ratios: Vec<(f64, f64)> = all
         .iter()
+        .filter(|p| !p.limited)
         .map(|p| (p.cpus, p.rate / cached_old(p.cpus)))
         .collect();
-    // (cores, ratio, memory) of the memory-limited pools that set the ratio at their cores.
-    let mut limited_ratios: Vec<(f64, f64, f64)> = limited_pools
+    let mut limited: Vec<(f64, f64, f64)> = all
         .iter()
-        .filter(|p| !has_unlimited_at(p.cpus))
+        .filter(|p| p.limited && !has_unlimited_at(p.cpus))
         .map(|p| {
             let before = old_model.predict(p.cpus, p.memory_gib * GIB, None);
             (
@@ -389,39 +394,41 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
         })
         .collect();
     // At one core count, the pool with the most memory (the least miss cost taken on trust) speaks.
-    limited_ratios.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.2.total_cmp(&a.2)));
-    limited_ratios.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
-    ratios.extend(limited_ratios.iter().map(|&(c, r, _)| (c, r)));
+    limited.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.2.total_cmp(&a.2)));
+    limited.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
+    ratios.extend(limited.iter().map(|&(c, r, _)| (c, r)));
     ratios.sort_by(|a, b| a.0.total_cmp(&b.0));
     ratios.dedup_by(|later, earlier| (later.0 - earlier.0).abs() < SAME_CORES);
-    if !limited_ratios.is_empty() {
-        let cores: Vec<String> = limited_ratios
-            .iter()
-            .map(|&(c, _, _)| format!("{c}"))
-            .collect();
-        because.push(format!(
-            "at {} cores no observation had memory to spare: the memory-limited ones set the CPU curve's speed there, the miss cost taken as profiled",
-            cores.join(", ")
-        ));
+    Ratios {
+        all: ratios,
+        limited,
     }
-    // The curve: measured points moved by the nearest observed ratios, observed points as they are.
-    // Where the profile found the job accelerator-bound (its point at G) above a core count at which the
-    // run saw it CPU-bound (well below G, every granted core used), the profile says nothing of what the CPU
-    // alone would do there, and the scaled point would keep the observed rate flat to every core count:
-    // a job given a wrong, CPU-light profile would never be offered more cores. There the curve scales
-    // with cores from that observation instead (the model's P = c / CPU-seconds per sample).
+}
+
+/// The CPU curve's points moved by the nearest observed ratios, with the observed points as they are,
+/// and the (cores, observed cores, observed rate) where the curve now scales with cores from an
+/// observation instead.
+///
+/// Where the profile found the job accelerator-bound (its point at G) above a core count at which the run
+/// saw it CPU-bound (well below G, every granted core used), the profile says nothing of what the CPU
+/// alone would do there, and the scaled point would keep the observed rate flat to every core count: a
+/// job given a wrong, CPU-light profile would never be offered more cores. There the curve scales with
+/// cores from that observation (the model's P = c / CPU-seconds per sample).
+fn moved_points(
+    old_model: &FittedModel,
+    all: &[Pool],
+    ratios: &Ratios,
+    g_new: f64,
+) -> (Vec<CpuPoint>, Vec<(f64, f64, f64)>) {
     let g_old = old_model.stall.accelerator_samples_per_s;
-    // Nothing runs faster than its accelerator, memory-limited or not.
-    let best_seen = all.iter().map(|p| p.rate).fold(0.0, f64::max);
-    let g_new = g_old.max(best_seen);
-    let mut scaled_from: Vec<(f64, f64, f64)> = Vec::new();
+    let mut scaled_from = Vec::new();
     let mut points: Vec<CpuPoint> = old_model
         .stall
         .cpu
         .points()
         .iter()
         .map(|p| {
-            let moved = p.samples_per_s * interp(&ratios, p.cpus);
+            let moved = p.samples_per_s * interp(&ratios.all, p.cpus);
             let below = all
                 .iter()
                 .filter(|o| o.cpus < p.cpus - SAME_CORES)
@@ -454,15 +461,40 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
             }
         })
         .collect();
-    points.extend(unlimited.iter().map(|p| CpuPoint {
+    points.extend(all.iter().filter(|p| !p.limited).map(|p| CpuPoint {
         cpus: p.cpus,
         samples_per_s: p.rate,
     }));
     // A memory-limited pool's cores get the cached curve its ratio implies, so the model meets it there.
-    points.extend(limited_ratios.iter().map(|&(c, r, _)| CpuPoint {
+    points.extend(ratios.limited.iter().map(|&(c, r, _)| CpuPoint {
         cpus: c,
-        samples_per_s: cached_old(c) * r,
+        samples_per_s: old_model.stall.cpu.at(c).max(1e-9) * r,
     }));
+    (points, scaled_from)
+}
+
+/// Moves `old_model` to the pooled allocations `all`: the CPU curve to the observed speed at each core
+/// count (observed points as they are), G up to the fastest rate seen, and the miss cost searched again
+/// where a core count was observed both memory-limited and not.
+fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
+    let mut because = Vec::new();
+    let mut model = old_model.clone();
+    let ratios = speed_ratios(old_model, all);
+    if !ratios.limited.is_empty() {
+        let cores: Vec<String> = ratios
+            .limited
+            .iter()
+            .map(|&(c, _, _)| format!("{c}"))
+            .collect();
+        because.push(format!(
+            "at {} cores no observation had memory to spare: the memory-limited ones set the CPU curve's speed there, the miss cost taken as profiled",
+            cores.join(", ")
+        ));
+    }
+    // Nothing runs faster than its accelerator, memory-limited or not.
+    let best_seen = all.iter().map(|p| p.rate).fold(0.0, f64::max);
+    let g_new = old_model.stall.accelerator_samples_per_s.max(best_seen);
+    let (points, scaled_from) = moved_points(old_model, all, &ratios, g_new);
     model.stall.cpu = CpuCurve::new(points);
     if best_seen > model.stall.accelerator_samples_per_s {
         because.push(format!(
@@ -472,23 +504,16 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
         model.stall.accelerator_samples_per_s = best_seen;
     }
     if let Some(mc) = model.stall.miss_cost.as_mut() {
-        mc.cpu_s_per_sample = mc
-            .cpu_s_per_sample
-            .iter()
-            .map(|p| {
-                let scaled = scaled_from
-                    .iter()
-                    .find(|s| (s.0 - p.cpus).abs() < SAME_CORES);
-                CostPoint {
-                    cpus: p.cpus,
-                    cpu_s_per_sample: match scaled {
-                        // What a sample cost where the run saw the job CPU-bound.
-                        Some(&(_, c, rate)) => c / rate.max(1e-9),
-                        None => p.cpu_s_per_sample / interp(&ratios, p.cpus).max(1e-9),
-                    },
-                }
-            })
-            .collect();
+        for p in &mut mc.cpu_s_per_sample {
+            p.cpu_s_per_sample = match scaled_from
+                .iter()
+                .find(|s| (s.0 - p.cpus).abs() < SAME_CORES)
+            {
+                // What a sample cost where the run saw the job CPU-bound.
+                Some(&(_, c, rate)) => c / rate.max(1e-9),
+                None => p.cpu_s_per_sample / interp(&ratios.all, p.cpus).max(1e-9),
+            };
+        }
     }
     let mut extrapolated_from: Vec<(f64, f64)> =
         scaled_from.iter().map(|&(_, c, rate)| (c, rate)).collect();
@@ -499,8 +524,8 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
             "at {c} cores the run observed {rate:.1} samples/s, well below G ({g_new:.1}), where the profile found the job accelerator-bound: above {c} cores the curve now scales with cores from there"
         ));
     }
-    for &(c, r) in &ratios {
-        let limited_here = limited_ratios.iter().any(|l| (l.0 - c).abs() < SAME_CORES);
+    for &(c, r) in &ratios.all {
+        let limited_here = ratios.limited.iter().any(|l| (l.0 - c).abs() < SAME_CORES);
         because.push(format!(
             "at {c} cores the run observed {:.0}% of what the profile predicted {}: the CPU curve there, and by the nearest such ratio elsewhere, moved to it",
             100.0 * r,
@@ -508,10 +533,14 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
         ));
     }
     // Only where a job ran both ways at one core count does the miss cost part from the CPU's speed.
-    let beside_unlimited: Vec<&Pool> = limited_pools
+    let beside_unlimited: Vec<&Pool> = all
         .iter()
-        .copied()
-        .filter(|p| has_unlimited_at(p.cpus))
+        .filter(|p| {
+            p.limited
+                && all
+                    .iter()
+                    .any(|u| !u.limited && (u.cpus - p.cpus).abs() < SAME_CORES)
+        })
         .collect();
     let miss_cost = if beside_unlimited.is_empty() {
         None
@@ -528,7 +557,7 @@ fn moved(old_model: &FittedModel, all: &[Pool]) -> Moved {
     }
     Moved {
         model,
-        ratios,
+        ratios: ratios.all,
         miss_cost,
         because,
     }

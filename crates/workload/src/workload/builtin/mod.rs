@@ -10,8 +10,9 @@ pub mod rate;
 mod source;
 mod text;
 
+use crate::format::rate::Pipeline;
 pub use pipeline::{run_at, run_with};
-pub use rate::{GpuRate, OneCoreRate, RATE_FILE};
+pub use rate::{GpuRate, OneCoreRate};
 
 use super::{env, WorkloadError};
 use crate::error::InputError;
@@ -19,7 +20,7 @@ use crate::units::{parse_bytes, Bytes, Cores};
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::io::{FromRawFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -28,30 +29,6 @@ pub const DEFAULT_SEQ_LEN: usize = 512;
 /// Batches each loader prepares ahead of the accelerator unless told otherwise (`--prefetch`), as a
 /// PyTorch `DataLoader`'s `prefetch_factor` does by default.
 pub const DEFAULT_PREFETCH_BATCHES: usize = 2;
-
-/// Which built-in pipeline to run.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Pipeline {
-    /// JPEG decode, random-resized crop to 224x224, horizontal flip, normalize.
-    Image,
-    /// WAV decode and a log-mel spectrogram.
-    Audio,
-    /// Fixed-length token sequences cut from shards.
-    Text,
-}
-
-impl std::fmt::Display for Pipeline {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Pipeline::Image => "image",
-            Pipeline::Audio => "audio",
-            Pipeline::Text => "text",
-        })
-    }
-}
 
 /// Arguments of `synergy workload run`. The budget comes from the launch contract's environment.
 #[derive(Debug, Clone, clap::Args)]
@@ -142,40 +119,6 @@ impl RunConfig {
             synthetic,
             state_file,
         })
-    }
-}
-
-/// The running totals a workload keeps in `SYNERGY_STATE_FILE` (the resume contract): a restarted run
-/// continues from them, and its `--max-samples` / `--max-steps` count them in.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ResumeState {
-    /// Samples ingested by every run so far.
-    pub samples_done: u64,
-    /// Steps ingested by every run so far.
-    pub steps_done: u64,
-}
-
-impl ResumeState {
-    /// Reads the totals at `path`; a missing file is a fresh start.
-    pub fn read(path: &Path) -> Result<ResumeState, WorkloadError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
-                InputError::new(
-                    path.display().to_string(),
-                    format!("not a workload state file ({{\"samples_done\": N, \"steps_done\": S}}): {e}"),
-                )
-                .into()
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ResumeState::default()),
-            Err(e) => Err(WorkloadError::io(format!("reading {}", path.display()), e)),
-        }
-    }
-
-    /// Replaces the totals at `path` atomically (temporary file and rename).
-    pub fn write(&self, path: &Path) -> Result<(), WorkloadError> {
-        let json = serde_json::to_vec(self).expect("plain numbers serialize");
-        crate::fsutil::write_atomic(path, &json)
-            .map_err(|e| WorkloadError::Other(format!("saving the workload state: {e}")))
     }
 }
 

@@ -4,8 +4,10 @@
 
 use super::preprocess::{preprocess, sample_rng, sample_shape, Preprocessor};
 use super::source::{AppCache, Items};
-use super::{rate, ResumeState, RunArgs, RunConfig, RunTotals};
+use super::{rate, RunArgs, RunConfig, RunTotals};
 use crate::error::InputError;
+use crate::error::Setting;
+use crate::format::resume::ResumeState;
 use crate::units::Bytes;
 use crate::workload::WorkloadError;
 use rand::seq::SliceRandom;
@@ -36,11 +38,14 @@ struct Batch {
 /// one being made) that fit this host's memory.
 fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
     if args.batch_size == 0 {
-        return Err(InputError::setting("batch_size", "must be at least 1"));
+        return Err(InputError::setting(
+            Setting::BatchSize,
+            "must be at least 1",
+        ));
     }
     for (setting, v) in [
-        ("max_steps", args.max_steps),
-        ("max_samples", args.max_samples),
+        (Setting::MaxSteps, args.max_steps),
+        (Setting::MaxSamples, args.max_samples),
     ] {
         if v == Some(0) {
             return Err(InputError::setting(setting, "must be at least 1"));
@@ -49,7 +54,7 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
     if let Some(s) = args.max_seconds {
         if !(s.is_finite() && s > 0.0) {
             return Err(InputError::setting(
-                "max_seconds",
+                Setting::MaxSeconds,
                 "must be a positive number of seconds",
             ));
         }
@@ -61,7 +66,7 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
     let host = crate::isolate::host_memory_bytes();
     if let Some(cache) = cfg.cache_bytes.filter(|c| host > 0 && *c > host) {
         return Err(InputError::setting(
-            "cache_bytes",
+            Setting::CacheBytes,
             format!(
                 "{} is more than this host has ({})",
                 Bytes(cache),
@@ -71,11 +76,12 @@ fn check_limits(args: &RunArgs, cfg: &RunConfig) -> Result<(), InputError> {
     }
     if host > 0 && batch * in_flight as f64 > host as f64 {
         return Err(InputError::setting(
-            "batch_size",
+            Setting::BatchSize,
             format!(
-                "{} samples make batches of {}; {in_flight} of them in flight (setting `prefetch` {} for each of {} workers) need more than this host's {}",
+                "{} samples make batches of {}; {in_flight} of them in flight ({} {} for each of {} workers) need more than this host's {}",
                 args.batch_size,
                 Bytes(batch as u64),
+                Setting::Prefetch,
                 args.prefetch,
                 cfg.workers,
                 Bytes(host)
@@ -128,9 +134,11 @@ pub fn run_at<'a>(
 ) -> Result<RunTotals, WorkloadError> {
     let start = Instant::now();
     if !(gpu_rate_samples_per_s.is_finite() && gpu_rate_samples_per_s > 0.0) {
-        return Err(
-            InputError::setting("gpu_rate", "must be a positive number of samples/s").into(),
-        );
+        return Err(InputError::setting(
+            Setting::GpuRate,
+            "must be a positive number of samples/s",
+        )
+        .into());
     }
     check_limits(args, cfg)?;
     let base = match &cfg.state_file {
@@ -341,7 +349,9 @@ impl Accelerator<'_> {
     /// Writes the running totals to the state file, when there is one.
     fn save_state(&mut self) -> Result<(), WorkloadError> {
         if let Some(p) = self.state_file {
-            self.totals().write(p)?;
+            self.totals()
+                .write(p)
+                .map_err(|e| WorkloadError::Other(format!("saving the workload state: {e}")))?;
             self.saved_at = Instant::now();
         }
         Ok(())
@@ -475,9 +485,10 @@ impl Loader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::dataset::DatasetKind;
     use crate::units::Bytes;
     use crate::workload::builtin::Pipeline;
-    use crate::workload::dataset::{generate, DatasetKind};
+    use crate::workload::dataset::generate;
     use std::path::{Path, PathBuf};
 
     fn args(pipeline: Pipeline, dataset: &Path, batch_size: u32, gpu_rate: f64) -> RunArgs {

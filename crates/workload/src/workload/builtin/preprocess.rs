@@ -2,7 +2,8 @@
 //! per-worker state of each pipeline, the batch buffer's shape, and the per-sample augmentation
 //! randomness that does not depend on which worker loads the sample.
 
-use super::{audio, image, text, Pipeline};
+use super::{audio, image, text};
+use crate::format::rate::Pipeline;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 

@@ -8,19 +8,16 @@
 
 use super::preprocess::{preprocess, sample_rng, sample_shape, Preprocessor};
 use super::source::Items;
-use super::{Pipeline, RunArgs};
+use super::RunArgs;
 use crate::clock::thread_cpu_s;
 use crate::error::InputError;
+use crate::error::Setting;
+use crate::format::rate::{store_rate, stored_rate, Pipeline, RateKey, RateMeasurement, RATE_FILE};
 use crate::workload::WorkloadError;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The file in a dataset directory that keeps its one-core rates. Hidden, so `dataset::scan` (which
-/// skips hidden entries) never counts it, nor its temporary files, as data.
-pub const RATE_FILE: &str = ".synergy-rate.json";
-/// The `format` of [`RATE_FILE`].
-pub const RATE_FORMAT: &str = "synergy-rate/1";
 /// Thread CPU time a measurement preprocesses for.
 const MEASURE_CPU_S: f64 = 0.3;
 /// Items a measurement cycles through (spread evenly over the dataset). Few image and audio files, so
@@ -72,93 +69,6 @@ impl std::fmt::Display for GpuRate {
     }
 }
 
-/// What a stored one-core rate is valid for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RateKey {
-    /// The pipeline.
-    pub pipeline: Pipeline,
-    /// Tokens per sequence (text only: the other pipelines' per-sample work has no parameter).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seq_len: Option<usize>,
-    /// The host's name.
-    pub hostname: String,
-    /// The kernel's boot id: a new boot (another kernel, other frequency settings) measures again.
-    pub boot_id: String,
-    /// The synergy version and build profile (a debug build preprocesses several times slower).
-    pub build: String,
-}
-
-impl RateKey {
-    /// The key for `pipeline` on a given host and boot (`seq_len` counts for text only).
-    pub fn new(pipeline: Pipeline, seq_len: usize, hostname: &str, boot_id: &str) -> Self {
-        RateKey {
-            pipeline,
-            seq_len: (pipeline == Pipeline::Text).then_some(seq_len),
-            hostname: hostname.to_string(),
-            boot_id: boot_id.to_string(),
-            build: build(),
-        }
-    }
-
-    /// The key for `pipeline` on this host in this boot.
-    pub fn here(pipeline: Pipeline, seq_len: usize) -> Self {
-        let hostname = nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // Without a boot id the key matches nothing stored, so the rate is measured every time.
-        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
-        RateKey::new(pipeline, seq_len, &hostname, &boot_id)
-    }
-
-    fn same_work(&self, other: &RateKey) -> bool {
-        self.pipeline == other.pipeline
-            && self.seq_len == other.seq_len
-            && self.build == other.build
-    }
-}
-
-fn build() -> String {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    format!("{} {profile}", env!("CARGO_PKG_VERSION"))
-}
-
-/// One measurement of a one-core rate.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RateMeasurement {
-    /// Samples per second of the measuring thread's CPU time.
-    pub samples_per_cpu_s: f64,
-    /// Samples preprocessed.
-    pub samples: u64,
-    /// Thread CPU time they took, seconds.
-    pub cpu_s: f64,
-    /// Wall-clock time they took, seconds (more than `cpu_s` on a busy host or under a CPU quota).
-    pub wall_s: f64,
-    /// When it was measured, seconds since the Unix epoch.
-    pub measured_unix_s: u64,
-}
-
-/// One entry of [`RATE_FILE`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct RateEntry {
-    #[serde(flatten)]
-    key: RateKey,
-    #[serde(flatten)]
-    measurement: RateMeasurement,
-}
-
-/// The contents of [`RATE_FILE`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct RateFileBody {
-    format: String,
-    rates: Vec<RateEntry>,
-}
-
 /// A one-core rate and where it came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OneCoreRate {
@@ -181,45 +91,6 @@ impl OneCoreRate {
     pub fn samples_per_cpu_s(&self) -> f64 {
         self.measurement.samples_per_cpu_s
     }
-}
-
-/// The rate stored for `key` in dataset `dir`, if any; an unreadable or malformed file stores nothing.
-pub fn stored_rate(dir: &Path, key: &RateKey) -> Option<RateMeasurement> {
-    if key.boot_id.is_empty() {
-        return None;
-    }
-    read_body(&dir.join(RATE_FILE))
-        .rates
-        .into_iter()
-        .find(|e| e.key == *key && e.measurement.samples_per_cpu_s > 0.0)
-        .map(|e| e.measurement)
-}
-
-fn read_body(path: &Path) -> RateFileBody {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<RateFileBody>(&b).ok())
-        .filter(|b| b.format == RATE_FORMAT)
-        .unwrap_or_default()
-}
-
-/// Keeps `m` for `key` in dataset `dir`, replacing the entry of the same key and every entry of the same
-/// host from another boot (stale); entries of other hosts sharing the dataset stay.
-pub fn store_rate(dir: &Path, key: &RateKey, m: RateMeasurement) -> Result<PathBuf, String> {
-    let path = dir.join(RATE_FILE);
-    let mut body = read_body(&path);
-    body.format = RATE_FORMAT.to_string();
-    body.rates.retain(|e| {
-        e.key.hostname != key.hostname || (e.key.boot_id == key.boot_id && !e.key.same_work(key))
-    });
-    body.rates.push(RateEntry {
-        key: key.clone(),
-        measurement: m,
-    });
-    let mut json = serde_json::to_vec_pretty(&body).map_err(|e| e.to_string())?;
-    json.push(b'\n');
-    crate::fsutil::write_atomic(&path, &json).map_err(|e| e.to_string())?;
-    Ok(path)
 }
 
 /// This host's one-core rate for `pipeline` on the dataset at `dir`: the stored one, or (when none is
@@ -373,7 +244,7 @@ pub fn resolve_gpu_rate_keyed(
         GpuRate::SamplesPerS(g) => {
             if !(g.is_finite() && g > 0.0) {
                 return Err(
-                    InputError::setting("gpu_rate", "must be more than 0 samples/s").into(),
+                    InputError::setting(Setting::GpuRate, "must be more than 0 samples/s").into(),
                 );
             }
             Ok(ResolvedGpuRate {
@@ -383,13 +254,15 @@ pub fn resolve_gpu_rate_keyed(
         }
         GpuRate::OneCoreMultiple(m) => {
             if !(m.is_finite() && m > 0.0) {
-                return Err(
-                    InputError::setting("gpu_rate", "the multiple must be more than 0").into(),
-                );
+                return Err(InputError::setting(
+                    Setting::GpuRate,
+                    "the multiple must be more than 0",
+                )
+                .into());
             }
             if stored_rate(&args.dataset, key).is_none() && !args.dataset.is_dir() {
                 return Err(InputError::setting(
-                    "gpu_rate",
+                    Setting::GpuRate,
                     format!(
                         "{m}x is relative to this host's one-core rate for the {} pipeline on the dataset, \
                          which is not stored and cannot be measured: {} does not exist; make the dataset \
@@ -412,8 +285,9 @@ pub fn resolve_gpu_rate_keyed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::dataset::DatasetKind;
     use crate::units::Bytes;
-    use crate::workload::dataset::{generate, scan, DatasetKind};
+    use crate::workload::dataset::{generate, scan};
 
     fn text_dataset() -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().unwrap();

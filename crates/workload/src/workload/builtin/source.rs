@@ -1,9 +1,11 @@
 //! Where samples come from: the dataset's items (whole files, or fixed-length sequences inside token
 //! shards), read from disk, and the application cache with MinIO semantics in front of them.
 
-use super::Pipeline;
 use crate::error::InputError;
-use crate::workload::dataset::{self, DatasetKind};
+use crate::error::Setting;
+use crate::format::dataset::{read_manifest, DatasetKind};
+use crate::format::rate::Pipeline;
+use crate::workload::dataset;
 use crate::workload::WorkloadError;
 use std::collections::HashMap;
 use std::fs::File;
@@ -47,7 +49,7 @@ impl Items {
             Pipeline::Audio => (DatasetKind::Audio, &["wav"]),
             Pipeline::Text => (DatasetKind::Text, &["bin"]),
         };
-        if let Some(m) = dataset::read_manifest(dir) {
+        if let Some(m) = read_manifest(dir) {
             if m.kind != want {
                 return Err(InputError::new(
                     origin,
@@ -83,7 +85,7 @@ impl Items {
             return Ok(Items::Files(files));
         }
         if seq_len == 0 {
-            return Err(InputError::setting("seq_len", "must be at least 1").into());
+            return Err(InputError::setting(Setting::SeqLen, "must be at least 1").into());
         }
         let seq_bytes = (seq_len as u64 + 1) * 2;
         let mut shards = Vec::new();

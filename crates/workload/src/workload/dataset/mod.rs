@@ -4,52 +4,13 @@
 use super::WorkloadError;
 use crate::cancel::Cancel;
 use crate::error::InputError;
+use crate::error::Setting;
+use crate::format::dataset::{read_manifest, DatasetKind, DatasetManifest, MANIFEST};
 use crate::units::Bytes;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// Name of the manifest file a generated dataset carries at its top.
-pub const MANIFEST: &str = "synergy-dataset.json";
-
-/// The kinds of dataset the generator makes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum DatasetKind {
-    /// JPEG images, ImageNet-like sizes (mean around 110 KB).
-    Image,
-    /// Short 16 kHz mono 16-bit WAV clips.
-    Audio,
-    /// Token shards (little-endian u16 tokens).
-    Text,
-}
-
-impl std::fmt::Display for DatasetKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DatasetKind::Image => "image",
-            DatasetKind::Audio => "audio",
-            DatasetKind::Text => "text",
-        })
-    }
-}
-
-/// What a generated dataset holds; written as [`MANIFEST`] at its top.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DatasetManifest {
-    /// Kind of data.
-    pub kind: DatasetKind,
-    /// Seed it was generated from.
-    pub seed: u64,
-    /// Number of data files.
-    pub files: u64,
-    /// Total bytes of data files.
-    pub total_bytes: Bytes,
-    /// Mean bytes per data file.
-    pub mean_file_bytes: f64,
-}
 
 /// The data files of a dataset, sorted by path, with their sizes.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +32,7 @@ impl DatasetFiles {
 
 /// Lists every regular file under `dir` (recursively, sorted), except the manifest and hidden entries
 /// (names starting with `.`): those are synergy's own files, such as the one-core rate
-/// ([`crate::workload::builtin::RATE_FILE`]) and the temporary files of its atomic writes, or other tools'
+/// ([`crate::format::rate::RATE_FILE`]) and the temporary files of its atomic writes, or other tools'
 /// (`.DS_Store`, `.git`), never data.
 pub fn scan(dir: &Path) -> std::io::Result<DatasetFiles> {
     let mut files = Vec::new();
@@ -93,12 +54,6 @@ pub fn scan(dir: &Path) -> std::io::Result<DatasetFiles> {
     }
     files.sort();
     Ok(DatasetFiles { files })
-}
-
-/// Reads the manifest of a generated dataset, if it has one.
-pub fn read_manifest(dir: &Path) -> Option<DatasetManifest> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 /// Classes (subdirectories) of the image and audio datasets, as in an ImageFolder layout.
@@ -137,7 +92,7 @@ pub fn generate(
         None => Ok(()),
     };
     if size.0 == 0 {
-        return Err(InputError::setting("size", "must be more than 0 bytes").into());
+        return Err(InputError::setting(Setting::Size, "must be more than 0 bytes").into());
     }
     // The directory's place is the user's to choose: a file where a parent should be is bad input.
     if let Some(file) = dir.ancestors().skip(1).find(|a| a.is_file()) {
@@ -153,7 +108,7 @@ pub fn generate(
     // A budget within this host (docs/workload-spec.md): refused now rather than failing on a full disk.
     if let Some(free) = crate::fsutil::available_bytes(dir).filter(|free| size.0 > *free) {
         return Err(InputError::setting(
-            "size",
+            Setting::Size,
             format!(
                 "{size} is more than the {} free on the filesystem of {}",
                 Bytes(free),

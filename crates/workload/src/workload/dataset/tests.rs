@@ -82,7 +82,7 @@ fn scan_skips_the_manifest_and_hidden_files() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("txt");
     generate(DatasetKind::Text, &dir, Bytes(1000), 1, &Cancel::new()).unwrap();
-    std::fs::write(dir.join(crate::workload::builtin::RATE_FILE), b"{}").unwrap();
+    std::fs::write(dir.join(crate::format::rate::RATE_FILE), b"{}").unwrap();
     std::fs::write(dir.join(".tmpAb12Cd"), b"half a rate file").unwrap();
     std::fs::create_dir(dir.join(".git")).unwrap();
     std::fs::write(dir.join(".git/HEAD"), b"ref").unwrap();
