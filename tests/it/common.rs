@@ -484,3 +484,20 @@ pub fn cores_held_by(runtime: &Path, pid: &str) -> usize {
         .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.lines().next() == Some(pid)))
         .count()
 }
+
+/// A copy of the built-in text workload over a small dataset and a ten times faster accelerator (still
+/// far below a quarter core's rate), so epochs are short: a spec file in `dir`, by its path.
+pub fn small_text_spec(dir: &Path) -> String {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/workloads/text.toml"))
+        .unwrap();
+    let text = text
+        .replace(
+            "{data_dir}/text-128m",
+            &format!("{}/text-8m", data_dir().display()),
+        )
+        .replace("size = \"128MiB\"", "size = \"8MiB\"")
+        .replace("\"0.0005x\"", "\"0.005x\"");
+    let p = dir.join("text-small.toml");
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}

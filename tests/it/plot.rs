@@ -307,20 +307,11 @@ fn profile_plot_writes_charts_beside_the_profile() {
     }
     let _g = common::serial();
     let d = tempfile::tempdir().unwrap();
-    // The built-in text workload over a small dataset, so epochs are short.
-    let spec_text = std::fs::read_to_string(format!("{ROOT}/workloads/text.toml"))
-        .unwrap()
-        .replace(
-            "{data_dir}/text-128m",
-            &format!("{}/text-8m", common::data_dir().display()),
-        )
-        .replace("size = \"128MiB\"", "size = \"8MiB\"");
-    let spec = d.path().join("text-small.toml");
-    std::fs::write(&spec, spec_text).unwrap();
+    let spec = common::small_text_spec(d.path());
     let out = d.path().join("text.json");
     let o = run(&[
         "profile",
-        &spec.display().to_string(),
+        &spec,
         "--out",
         &out.display().to_string(),
         "--cpus",
