@@ -301,12 +301,8 @@ pub(super) struct ProfileArgs {
     /// Continue an interrupted profile, reusing its finished trials.
     #[arg(long)]
     pub(super) resume: bool,
-    /// Limit storage reads on the dataset's device in every trial, e.g. 20MB/s (more than 0).
-    #[arg(long)]
-    pub(super) storage_bps: Option<BytesPerSec>,
-    /// Isolation backend (default: detect).
-    #[arg(long, value_enum)]
-    pub(super) isolation: Option<IsolationKind>,
+    #[command(flatten)]
+    pub(super) limits: LimitFlags,
     /// Fraction of the best throughput the demand vector may give up, in [0, 1).
     #[arg(long, default_value_t = 0.05)]
     pub(super) tolerance: f64,
@@ -591,6 +587,17 @@ pub(super) struct PredictArgs {
     pub(super) json: bool,
 }
 
+/// How `measure` and `profile` isolate their trials, and the storage limit each trial runs under.
+#[derive(Debug, clap::Args)]
+pub(super) struct LimitFlags {
+    /// Limit storage reads on the dataset's device in every trial, e.g. 20MB/s (more than 0).
+    #[arg(long)]
+    pub(super) storage_bps: Option<BytesPerSec>,
+    /// Isolation backend (default: detect).
+    #[arg(long, value_enum)]
+    pub(super) isolation: Option<IsolationKind>,
+}
+
 /// What `measure` and `profile` run: a spec, or a command that may be probed, and where its dataset is.
 #[derive(Debug, clap::Args)]
 pub(super) struct WorkloadFlags {
@@ -634,15 +641,11 @@ pub(super) struct MeasureArgs {
     /// Read the whole dataset into the page cache first.
     #[arg(long)]
     pub(super) warm: bool,
-    /// Limit storage reads on the dataset's device, e.g. 20MB/s (more than 0).
-    #[arg(long)]
-    pub(super) storage_bps: Option<BytesPerSec>,
+    #[command(flatten)]
+    pub(super) limits: LimitFlags,
     /// Feed synthetic batches: measures the accelerator's ingestion rate alone.
     #[arg(long)]
     pub(super) synthetic: bool,
-    /// Isolation backend (default: detect).
-    #[arg(long, value_enum)]
-    pub(super) isolation: Option<IsolationKind>,
     /// Seconds of warm-up excluded from the estimate, not negative.
     #[arg(long, default_value_t = 2.0)]
     pub(super) warmup_seconds: f64,

@@ -57,7 +57,7 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
         for (flag, given) in [
             ("--cold", args.cold),
             ("--warm", args.warm),
-            ("--storage-bps", args.storage_bps.is_some()),
+            ("--storage-bps", args.limits.storage_bps.is_some()),
         ] {
             if given {
                 return Err(InputError::new(
@@ -81,9 +81,9 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
     } else {
         CacheState::AsIs
     };
-    req.storage_limit = args.storage_bps;
+    req.storage_limit = args.limits.storage_bps;
     req.synthetic = args.synthetic;
-    req.isolation = args.isolation;
+    req.isolation = args.limits.isolation;
     req.estimator = EstimatorConfig {
         warmup_s: args.warmup_seconds,
         warmup_steps: args.warmup_steps,
