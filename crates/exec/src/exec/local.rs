@@ -95,25 +95,19 @@ pub fn discover(opts: &LocalOptions) -> Result<Vec<ServerInfo>, ExecError> {
         Some(n) => n,
         None => match nvml_gpus() {
             Ok(n) if n > 0 => n,
-            Ok(_) => {
+            found => {
+                let why = match found {
+                    Err(e) => format!("no GPUs found through NVML ({e})"),
+                    Ok(_) => "NVML reports no GPUs on this host".to_string(),
+                };
                 return Err(InputError::setting(
                     Setting::EmulatedGpus,
                     format!(
-                        "NVML reports no GPUs on this host; {} to emulate N accelerators",
+                        "{why}; {} to emulate N accelerators",
                         Setting::EmulatedGpus.to("N")
                     ),
                 )
-                .into())
-            }
-            Err(e) => {
-                return Err(InputError::setting(
-                    Setting::EmulatedGpus,
-                    format!(
-                        "no GPUs found through NVML ({e}); {} to emulate N accelerators",
-                        Setting::EmulatedGpus.to("N")
-                    ),
-                )
-                .into())
+                .into());
             }
         },
     };
