@@ -21,7 +21,7 @@ macro_rules! out {
         let mut stdout = std::io::stdout().lock();
         write!(stdout, $($arg)*)
             .and_then(|()| stdout.flush())
-            .map_err(|e| anyhow::anyhow!("writing the output: {e}"))
+            .map_err(|e| anyhow::Error::new(e).context("writing the output"))
     }};
 }
 
@@ -62,10 +62,26 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    match dispatch(cli) {
+    // A built-in workload keeps its own signal contract (save its progress, then stop).
+    if !matches!(cli.command, Command::Workload { .. }) {
+        if let Err(e) = remove_unfinished_outputs_on_signals() {
+            eprintln!("synergy: cannot watch for signals ({e}); an interrupted write may leave a temporary file");
+        }
+    }
+    let result = dispatch(cli);
+    for p in crate::fsutil::take_reaped() {
+        eprintln!(
+            "synergy: removed {}, the unfinished output of a synergy that died",
+            p.display()
+        );
+    }
+    match result {
         Ok(code) => code,
+        // A reader that stopped reading (`| head -1`) wanted no more: the command ends quietly, as
+        // command-line tools do (docs/architecture.md §7).
+        Err(err) if closed_stdout(&err) => 0,
         Err(err) => {
-            eprintln!("error: {}", one_line(&err));
+            eprintln!("error: {}", bounded(&one_line(&err)));
             if err.chain().any(is_input_error) {
                 EXIT_INPUT
             } else {
@@ -73,6 +89,48 @@ pub fn main() -> i32 {
             }
         }
     }
+}
+
+/// Has SIGINT, SIGTERM and SIGHUP remove what this process is writing (temporary files, staging
+/// directories) before it ends, with the shell's status for the signal. Commands that stop gracefully on
+/// SIGINT and SIGTERM ([`crate::cancel::Cancel`]) keep doing so: for those the signal is theirs.
+fn remove_unfinished_outputs_on_signals() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])?;
+    std::thread::spawn(move || {
+        for sig in signals.forever() {
+            if sig != SIGHUP && crate::cancel::Cancel::handled() {
+                continue;
+            }
+            crate::fsutil::remove_in_progress();
+            std::process::exit(128 + sig);
+        }
+    });
+    Ok(())
+}
+
+/// Whether `err` is the standard output closed by its reader.
+fn closed_stdout(err: &anyhow::Error) -> bool {
+    err.to_string() == "writing the output"
+        && err.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+        })
+}
+
+/// The longest error message printed: a value echoed back (a 50 MB field) is cut to this many bytes.
+const MAX_MESSAGE_BYTES: usize = 2000;
+
+/// `line` cut to [`MAX_MESSAGE_BYTES`] at a character boundary, saying how much was left out.
+fn bounded(line: &str) -> std::borrow::Cow<'_, str> {
+    if line.len() <= MAX_MESSAGE_BYTES {
+        return line.into();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &line[..end], line.len() - end).into()
 }
 
 /// The error and its causes on one line, `outer: inner: ...`; a cause whose words its outer error already
@@ -123,6 +181,9 @@ fn reap_leftovers() {
 fn is_input_error(e: &(dyn std::error::Error + 'static)) -> bool {
     if e.is::<InputError>() {
         return true;
+    }
+    if let Some(r) = e.downcast_ref::<crate::input::ReadError>() {
+        return matches!(r, crate::input::ReadError::Input(_));
     }
     if let Some(t) = e.downcast_ref::<TrialError>() {
         return t.is_input();

@@ -25,7 +25,11 @@ fn refine_cmd(args: RefineArgs) -> anyhow::Result<i32> {
     }
     let mut observations = Vec::new();
     for l in &logs {
-        observations.extend(observe::read_log(l)?);
+        let read = observe::read_log(l)?;
+        for s in &read.skipped {
+            eprintln!("synergy: {s}");
+        }
+        observations.extend(read.observations);
     }
     let from: Vec<String> = logs.iter().map(|l| l.display().to_string()).collect();
     let (refined, summary) = crate::profile::refine::refine(

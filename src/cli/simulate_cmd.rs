@@ -50,12 +50,6 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(sim::output::begin_out_dir)
         .transpose()?;
-    if let Some(reaped) = staged.as_ref().and_then(|s| s.reaped.as_ref()) {
-        eprintln!(
-            "removed {}, the unfinished output of a run that died",
-            reaped.display()
-        );
-    }
     let points = sweep_points(&s, generated);
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -177,8 +171,7 @@ fn trace_source(
     }
     if let Some(path) = &args.trace {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::new(&origin, format!("cannot read the trace: {e}")))?;
+        let text = crate::input::read_text(path, crate::input::TRACE)?;
         let jobs =
             crate::format::trace::parse_csv(&text, &origin, catalog, s.cluster.total_gpus())?;
         return Ok(TraceSource::Jobs(jobs));

@@ -8,7 +8,7 @@ use crate::advisor;
 use crate::error::InputError;
 use crate::exec::slurm::Slurm;
 use crate::format::advisor_table::Partition;
-use crate::fsutil::{read_user_text, ReadError};
+use crate::input::{self, read_text, ReadError};
 use std::path::Path;
 
 /// Runs a `slurm` subcommand.
@@ -133,7 +133,7 @@ fn advisor_cmd(args: AdvisorArgs) -> anyhow::Result<i32> {
 }
 
 fn check_cmd(table: &Path, sinfo: Option<&Path>, json: bool) -> anyhow::Result<i32> {
-    let text = match read_user_text(table, "an advisor table") {
+    let text = match read_text(table, input::ADVISOR_TABLE) {
         Ok(t) => t,
         Err(ReadError::Input(e)) => return Err(e.into()),
         Err(ReadError::Io(e)) => return Err(e.into()),
@@ -173,7 +173,7 @@ fn partitions(file: Option<&Path>) -> anyhow::Result<Vec<Partition>> {
     let fmt = advisor::SINFO_FORMAT;
     match file {
         Some(p) => {
-            let text = match read_user_text(p, "sinfo output") {
+            let text = match read_text(p, input::SINFO) {
                 Ok(t) => t,
                 Err(ReadError::Input(e)) => return Err(e.into()),
                 Err(ReadError::Io(e)) => return Err(e.into()),

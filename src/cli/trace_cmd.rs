@@ -74,7 +74,7 @@ fn import_cmd(args: TraceImportArgs) -> anyhow::Result<i32> {
             std::io::stdout()
                 .lock()
                 .write_all(&csv)
-                .map_err(|e| anyhow::anyhow!("writing the output: {e}"))?;
+                .map_err(|e| anyhow::Error::new(e).context("writing the output"))?;
         }
     }
     if args.json {

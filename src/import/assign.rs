@@ -73,12 +73,10 @@ struct RuleEntry {
 /// the rule.
 pub fn read_map(path: &Path) -> Result<Vec<MapRule>, InputError> {
     let origin = path.display().to_string();
-    let text = match crate::fsutil::read_user_text(path, "a mapping file") {
+    let text = match crate::input::read_text(path, crate::input::MAPPING) {
         Ok(t) => t,
-        Err(crate::fsutil::ReadError::Input(e)) => return Err(e),
-        Err(crate::fsutil::ReadError::Io(e)) => {
-            return Err(InputError::new(&origin, e.to_string()))
-        }
+        Err(crate::input::ReadError::Input(e)) => return Err(e),
+        Err(crate::input::ReadError::Io(e)) => return Err(InputError::new(&origin, e.to_string())),
     };
     let file: MapFile = toml::from_str(&text).map_err(|e| {
         InputError::new(

@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 /// A delimited file being read, with the column positions of its header.
 struct Table {
     origin: String,
-    rows: csv::StringRecordsIntoIter<std::io::BufReader<std::fs::File>>,
+    rows: csv::StringRecordsIntoIter<std::io::BufReader<crate::input::Bounded<std::fs::File>>>,
     header: Vec<String>,
 }
 
 fn open(path: &Path, delimiter: u8, has_header: bool) -> Result<Table, InputError> {
     let origin = path.display().to_string();
-    let file = std::fs::File::open(path)
-        .map_err(|e| InputError::new(&origin, format!("cannot read the trace: {e}")))?;
+    let file = crate::input::open(path, crate::input::IMPORTED_TRACE)
+        .map_err(|e| e.into_input(&origin))?;
     let mut rdr = csv::ReaderBuilder::new()
         .delimiter(delimiter)
         .has_headers(has_header)
@@ -50,6 +50,10 @@ fn csv_error(origin: &str, e: csv::Error) -> InputError {
         .unwrap_or_else(|| origin.to_string());
     match e.kind() {
         csv::ErrorKind::Utf8 { .. } => InputError::new(at, "is not UTF-8 text"),
+        // A limit of the input reader (a line too long) is the file's.
+        csv::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            InputError::new(at, io.to_string())
+        }
         csv::ErrorKind::Io(io) => InputError::new(at, format!("cannot read the trace: {io}")),
         _ => InputError::new(at, format!("is not a delimited table: {e}")),
     }

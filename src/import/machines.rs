@@ -51,12 +51,10 @@ pub fn read_machines(
     per_gpu: PerGpu,
 ) -> Result<Vec<MachineGroup>, InputError> {
     let origin = path.display().to_string();
-    let text = match crate::fsutil::read_user_text(path, "a machine list") {
+    let text = match crate::input::read_text(path, crate::input::MACHINES) {
         Ok(t) => t,
-        Err(crate::fsutil::ReadError::Input(e)) => return Err(e),
-        Err(crate::fsutil::ReadError::Io(e)) => {
-            return Err(InputError::new(&origin, e.to_string()))
-        }
+        Err(crate::input::ReadError::Input(e)) => return Err(e),
+        Err(crate::input::ReadError::Io(e)) => return Err(InputError::new(&origin, e.to_string())),
     };
     let groups = parse_machines(format, &origin, &text, per_gpu)?;
     if groups.is_empty() {

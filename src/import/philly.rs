@@ -48,18 +48,8 @@ struct Detail {
 /// memory follows what the sink keeps, not the size of the log.
 pub(super) fn read(path: &Path, sink: &mut Sink) -> Result<(), InputError> {
     let origin = path.display().to_string();
-    if path.is_dir() {
-        return Err(InputError::new(
-            &origin,
-            "is a directory, not a Philly job log",
-        ));
-    }
-    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            InputError::new(&origin, "no such file (expected a Philly job log)")
-        }
-        _ => InputError::new(&origin, format!("cannot read the trace: {e}")),
-    })?;
+    let file =
+        crate::input::open(path, crate::input::PHILLY_LOG).map_err(|e| e.into_input(&origin))?;
     let mut de =
         serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 20, file));
     let mut track = serde_path_to_error::Track::new();

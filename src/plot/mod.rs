@@ -63,12 +63,21 @@ impl Kind {
 /// Errors making a chart.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
-    /// Bad input: not a profile or simulation output, an unknown extension, an unwritable path.
+    /// Bad input: not a profile or simulation output, an unknown extension.
     #[error(transparent)]
     Input(#[from] InputError),
     /// A profile file failed to parse or validate.
     #[error(transparent)]
     Profile(#[from] ProfileError),
+    /// The chart could not be written: a failure while running, as every command's writes are (exit 1).
+    #[error("cannot write the chart {path}: {source}")]
+    Write {
+        /// The chart's path.
+        path: String,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
     /// plotters failed to draw.
     #[error("drawing {path}: {source}")]
     Draw {
@@ -86,7 +95,7 @@ impl PlotError {
         match self {
             PlotError::Input(_) => true,
             PlotError::Profile(p) => matches!(p, ProfileError::Invalid(_)),
-            PlotError::Draw { .. } => false,
+            PlotError::Draw { .. } | PlotError::Write { .. } => false,
         }
     }
 }
@@ -158,11 +167,9 @@ fn write_chart(
         path: out.display().to_string(),
         source,
     })?;
-    crate::fsutil::write_atomic(out, &bytes).map_err(|e| {
-        InputError::new(
-            out.display().to_string(),
-            format!("cannot write the chart here: {e}"),
-        )
+    crate::fsutil::write_atomic(out, &bytes).map_err(|source| PlotError::Write {
+        path: out.display().to_string(),
+        source,
     })?;
     Ok(Written {
         path: out.to_path_buf(),

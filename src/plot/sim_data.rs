@@ -140,8 +140,8 @@ pub fn load(path: &Path, kind: Kind) -> Result<Vec<RunData>, PlotError> {
 }
 
 fn read_text(path: &Path) -> Result<String, InputError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| InputError::new(path.display().to_string(), format!("cannot read: {e}")))
+    crate::input::read_text(path, crate::input::SIM_OUTPUT)
+        .map_err(|e| e.into_input(&path.display().to_string()))
 }
 
 /// One run directory.

@@ -214,11 +214,13 @@ fn observation_logs() {
         std::fs::write(&path, text).unwrap();
         let origin = path.display().to_string();
         match read_log(&path) {
-            Ok(obs) => {
-                if obs
-                    .iter()
-                    .all(|o| o.cpus > 0.0 && o.memory_gib > 0.0 && o.end_s >= o.start_s)
-                {
+            Ok(log) => {
+                if log.observations.iter().all(|o| {
+                    o.cpus > 0.0
+                        && o.memory_gib > 0.0
+                        && o.end_s >= o.start_s
+                        && o.throughput.samples_per_s <= synergy::units::MAX_SAMPLES_PER_S
+                }) {
                     Ok(())
                 } else {
                     fail("accepted an observation out of range")

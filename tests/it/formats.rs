@@ -82,7 +82,7 @@ fn a_profile_of_another_major_version_is_refused_naming_the_schema() {
 }
 
 /// The trial journal is the profile's trials one per line: a resumed profile reads what an older one
-/// wrote, and a last line cut short by a kill is dropped, not refused.
+/// wrote, and a last line cut short by a kill is dropped, not refused, and never written onto.
 #[test]
 fn a_journal_of_shipped_trials_reads_back_and_a_torn_last_line_is_dropped() {
     let _host = shared();
@@ -99,11 +99,17 @@ fn a_journal_of_shipped_trials_reads_back_and_a_torn_last_line_is_dropped() {
         for t in &p.trials {
             journal::append(&j, t).unwrap();
         }
-        assert_eq!(journal::read(&j).unwrap(), p.trials);
+        assert_eq!(journal::read(&j).unwrap().trials, p.trials);
         let mut text = std::fs::read_to_string(&j).unwrap();
         text.truncate(text.len() - 40);
         std::fs::write(&j, text).unwrap();
-        assert_eq!(journal::read(&j).unwrap(), p.trials[..p.trials.len() - 1]);
+        let cut = journal::read(&j).unwrap();
+        assert_eq!(cut.trials, p.trials[..p.trials.len() - 1]);
+        assert_eq!(cut.cut_line, Some(p.trials.len()));
+        // The trial measured again is appended on a line of its own, not onto the cut one.
+        journal::append(&j, p.trials.last().unwrap()).unwrap();
+        let again = journal::read(&j).unwrap();
+        assert_eq!((again.trials, again.cut_line), (p.trials.clone(), None));
     }
 }
 
@@ -113,7 +119,9 @@ fn an_observation_log_reads_and_round_trips() {
     let _host = shared();
     let d = tempfile::tempdir().unwrap();
     for path in files_in("observation") {
-        let obs = observation::read_log(&path).unwrap();
+        let log = observation::read_log(&path).unwrap();
+        assert!(log.skipped.is_empty(), "{:?}", log.skipped);
+        let obs = log.observations;
         assert!(!obs.is_empty());
         let out = d.path().join("x.observations.jsonl");
         let mut w = observation::LogWriter::open(&out, true).unwrap();
@@ -121,7 +129,7 @@ fn an_observation_log_reads_and_round_trips() {
             assert_eq!(o.schema, observation::SCHEMA);
             w.append(o).unwrap();
         }
-        assert_eq!(observation::read_log(&out).unwrap(), obs);
+        assert_eq!(observation::read_log(&out).unwrap().observations, obs);
     }
 }
 

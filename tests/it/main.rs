@@ -13,6 +13,7 @@ mod cgroup_v2;
 mod cli_errors;
 mod contract;
 mod distributed;
+mod faults;
 mod formats;
 mod hardening;
 mod launch;

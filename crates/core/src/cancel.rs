@@ -1,8 +1,11 @@
 //! Ctrl-C and SIGTERM as a flag that long-running loops poll, so they can stop their children and remove
 //! their cgroups before the process exits.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// Whether some [`Cancel::on_signals`] took SIGINT and SIGTERM in this process.
+static HANDLED: AtomicBool = AtomicBool::new(false);
 
 /// Set by SIGINT or SIGTERM; holds the signal number (0: none yet).
 #[derive(Debug, Clone, Default)]
@@ -23,7 +26,14 @@ impl Cancel {
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
             signal_hook::flag::register_usize(sig, Arc::clone(&c.signal), sig as usize)?;
         }
+        HANDLED.store(true, Ordering::Relaxed);
         Ok(c)
+    }
+
+    /// Whether a [`Cancel::on_signals`] took SIGINT and SIGTERM in this process: they then stop its work
+    /// gracefully rather than end the process.
+    pub fn handled() -> bool {
+        HANDLED.load(Ordering::Relaxed)
     }
 
     /// The signal received, if any.

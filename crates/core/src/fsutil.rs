@@ -2,9 +2,70 @@
 //! and Parquet tables, charts, run state) goes through [`write_atomic`], and a directory of results through
 //! [`StagedDir`], so a reader never sees half a file or a directory mixing two runs, and a failed write
 //! leaves the old one in place (docs/architecture.md §7).
+//!
+//! Nothing half-written stays behind either. A temporary file is named for its target and its writer
+//! (`.NAME.RANDOM.PID.synergy-tmp`), and every write reaps those of its target whose writer is dead (a
+//! `kill -9`), recording them for the command to say ([`take_reaped`]). What is being written now is
+//! registered, so a command that ends on a signal removes it first ([`remove_in_progress`]).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The end of every temporary file's name.
+const TMP_SUFFIX: &str = ".synergy-tmp";
+
+/// Temporary files and staging directories being written now, by this process.
+static IN_PROGRESS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// What dead writers left, removed by this process and not yet said.
+static REAPED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn in_progress(add: bool, path: &Path) {
+    let mut v = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    if add {
+        v.push(path.to_path_buf());
+    } else {
+        v.retain(|p| p != path);
+    }
+}
+
+/// Removes every temporary file and staging directory this process is writing: what a command does
+/// before it ends on a signal, so no half-written output stays behind.
+pub fn remove_in_progress() {
+    let v = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    for p in v.iter() {
+        let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+    }
+}
+
+/// What this process removed that dead writers had left, since the last call: for the command to say.
+pub fn take_reaped() -> Vec<PathBuf> {
+    std::mem::take(&mut *REAPED.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+/// Removes the temporary files of `target` in `dir` whose writer is no longer alive.
+fn reap_temporaries(dir: &Path, target: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{target}.");
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(TMP_SUFFIX))
+        else {
+            continue;
+        };
+        let pid = rest.rsplit('.').next().and_then(|p| p.parse::<i32>().ok());
+        if pid.is_some_and(|pid| !process_alive(pid)) && std::fs::remove_file(e.path()).is_ok() {
+            REAPED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(e.path());
+        }
+    }
+}
 
 /// Writes `bytes` to `path` through a temporary file in the same directory, synced, then renamed over
 /// `path`; the directory is created when missing. The error keeps the failure's kind and says which step
@@ -18,47 +79,60 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
     };
     std::fs::create_dir_all(dir).map_err(|e| step("creating the directory of", e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    reap_temporaries(dir, &name);
     // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
     // file's default 0600.
     let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(&format!(".{}{TMP_SUFFIX}", std::process::id()))
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(|e| step("creating a temporary file for", e))?;
-    tmp.write_all(bytes).map_err(|e| step("writing", e))?;
-    tmp.as_file().sync_all().map_err(|e| step("syncing", e))?;
-    tmp.persist(path)
-        .map_err(|e| step("renaming into", e.error))?;
-    Ok(())
+    let tmp_path = tmp.path().to_path_buf();
+    in_progress(true, &tmp_path);
+    let written = tmp
+        .write_all(bytes)
+        .map_err(|e| step("writing", e))
+        .and_then(|()| tmp.as_file().sync_all().map_err(|e| step("syncing", e)))
+        .and_then(|()| {
+            tmp.persist(path)
+                .map(drop)
+                .map_err(|e| step("renaming into", e.error))
+        });
+    in_progress(false, &tmp_path);
+    written
 }
 
-/// A text file the user named could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    /// Theirs to fix: no such file, a directory, not text.
-    #[error(transparent)]
-    Input(#[from] crate::error::InputError),
-    /// The system's: permissions, I/O.
-    #[error(transparent)]
-    Io(#[from] io::Error),
-}
-
-/// Reads the text file at `path`, which the user gave as `what` (`a profile file`): a missing file, a
-/// directory or bytes that are not UTF-8 come back as [`ReadError::Input`] naming the path.
-pub fn read_user_text(path: &Path, what: &str) -> Result<String, ReadError> {
-    use crate::error::InputError;
-    let origin = path.display().to_string();
-    if path.is_dir() {
-        return Err(InputError::new(origin, format!("is a directory, not {what}")).into());
+/// Truncates a file of lines after its last line end, when it does not end with one: the line a writer
+/// killed in mid-append left, so the next append starts a line of its own instead of joining it.
+pub fn drop_cut_line(f: &mut std::fs::File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(());
     }
-    std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => {
-            InputError::new(origin, format!("no such file (expected {what})")).into()
+    // Walk back from the end in blocks to the last line end (a journal line is a few kilobytes).
+    let mut end = len;
+    let mut block = vec![0u8; 64 << 10];
+    while end > 0 {
+        let start = end.saturating_sub(block.len() as u64);
+        let n = (end - start) as usize;
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(&mut block[..n])?;
+        if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep < len {
+                f.set_len(keep)?;
+            }
+            return Ok(());
         }
-        io::ErrorKind::InvalidData => {
-            InputError::new(origin, format!("is not text (expected {what})")).into()
-        }
-        _ => io::Error::new(e.kind(), format!("reading {origin}: {e}")).into(),
-    })
+        end = start;
+    }
+    f.set_len(0)
 }
 
 /// Whether `name` may become a file name inside a directory the user chose: 1-64 letters, digits, `-`,
@@ -168,6 +242,13 @@ impl StagedDir {
                 }
             }
         }
+        if let Some(r) = &reaped {
+            REAPED
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(r.clone());
+        }
+        in_progress(true, &staging);
         std::fs::write(
             staging.join(WRITER_PID_FILE),
             std::process::id().to_string(),
@@ -224,6 +305,7 @@ impl Drop for StagedDir {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.staging);
         }
+        in_progress(false, &self.staging);
     }
 }
 
@@ -279,6 +361,29 @@ mod tests {
             1,
             "no temporary left"
         );
+    }
+
+    #[test]
+    fn a_dead_writers_temporary_is_reaped_by_the_next_write_and_a_live_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out.csv");
+        let dead = d
+            .path()
+            .join(format!(".out.csv.abc123.{}{TMP_SUFFIX}", i32::MAX));
+        let live = d.path().join(format!(
+            ".out.csv.def456.{}{TMP_SUFFIX}",
+            std::process::id()
+        ));
+        let other = d
+            .path()
+            .join(format!(".other.csv.abc.{}{TMP_SUFFIX}", i32::MAX));
+        for f in [&dead, &live, &other] {
+            std::fs::write(f, b"half").unwrap();
+        }
+        write_atomic(&p, b"whole").unwrap();
+        assert!(!dead.exists() && live.exists() && other.exists());
+        assert!(take_reaped().contains(&dead));
+        assert_eq!(std::fs::read(&p).unwrap(), b"whole");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The bottom layer of synergy: what every other layer shares and nothing here imports from above
-//! (docs/architecture.md §2). Units, the input-error contract, atomic files, cancellation and clocks;
+//! (docs/architecture.md §2). Units, the input-error contract, bounded input files, atomic files, cancellation and clocks;
 //! Slurm's GRES strings; [`format`], every versioned file synergy reads or writes; and [`stall`], the
 //! data-stall model, with [`predict`], what a profile predicts at an allocation.
 //!
@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod fsutil;
 pub mod gres;
+pub mod input;
 pub mod predict;
 pub mod stall;
 pub mod units;

@@ -47,6 +47,6 @@ pub struct DatasetManifest {
 
 /// Reads the manifest of a generated dataset, if it has one.
 pub fn read_manifest(dir: &Path) -> Option<DatasetManifest> {
-    let text = std::fs::read_to_string(dir.join(MANIFEST)).ok()?;
+    let text = crate::input::read_text(&dir.join(MANIFEST), crate::input::KEPT_STATE).ok()?;
     serde_json::from_str(&text).ok()
 }

@@ -14,50 +14,65 @@ pub fn journal_path(out: &Path) -> PathBuf {
 
 /// Whether the journal of the profile written to `out` holds a finished trial, for `--resume` to reuse.
 pub fn has_journaled_trials(out: &Path) -> bool {
-    std::fs::read_to_string(journal_path(out))
-        .is_ok_and(|t| t.lines().any(|l| !l.trim().is_empty()))
+    read(&journal_path(out)).is_ok_and(|j| !j.trials.is_empty())
+}
+
+/// What a journal holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Journal {
+    /// The trials, in the order they ran.
+    pub trials: Vec<ProfileTrial>,
+    /// The line cut short at its end (the profiler killed while writing it), which was left out.
+    pub cut_line: Option<usize>,
 }
 
 /// The trials a journal holds, in the order they ran; none when there is no journal. A last line cut
-/// short (the profiler killed while writing it) is dropped; any other line that is not a trial is
-/// refused, naming it.
-pub fn read(path: &Path) -> Result<Vec<ProfileTrial>, InputError> {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return Ok(Vec::new());
+/// short is left out and named in [`Journal::cut_line`]; any other line that is not a trial is refused,
+/// naming it.
+pub fn read(path: &Path) -> Result<Journal, InputError> {
+    let origin = path.display().to_string();
+    let Some(text) = crate::input::read_text_if_present(path, crate::input::JOURNAL)
+        .map_err(|e| e.into_input(&origin))?
+    else {
+        return Ok(Journal::default());
     };
     let lines = text.lines().count();
-    let mut trials = Vec::new();
+    let mut journal = Journal::default();
     for (i, line) in text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let Ok(t) = serde_json::from_str::<ProfileTrial>(line) else {
-            if i + 1 == lines {
-                break;
+        match serde_json::from_str::<ProfileTrial>(line) {
+            Ok(t) => journal.trials.push(t),
+            // Only an append cut short leaves a last line without its end.
+            Err(_) if i + 1 == lines && !text.ends_with('\n') => journal.cut_line = Some(i + 1),
+            Err(e) => {
+                return Err(InputError::new(
+                    origin,
+                    format!(
+                        "line {} is not a trial ({e}); remove the file to start over",
+                        i + 1
+                    ),
+                ))
             }
-            return Err(InputError::new(
-                path.display().to_string(),
-                format!(
-                    "line {} is not a trial; remove the file to start over",
-                    i + 1
-                ),
-            ));
-        };
-        trials.push(t);
+        }
     }
-    Ok(trials)
+    Ok(journal)
 }
 
-/// Appends one finished trial, synced before returning (the directory made where missing).
+/// Appends one finished trial, synced before returning (the directory made where missing). A line cut
+/// short at the journal's end is cut away first, so a trial is never written onto it.
 pub fn append(path: &Path, t: &ProfileTrial) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(path)?;
+    crate::fsutil::drop_cut_line(&mut f)?;
     let line = serde_json::to_string(t).expect("trials serialize") + "\n";
     f.write_all(line.as_bytes())?;
     f.sync_data()

@@ -103,6 +103,22 @@ impl Observation {
                 ));
             }
         }
+        let rates = [
+            ("throughput.samples_per_s", self.throughput.samples_per_s),
+            ("predicted_samples_per_s", self.predicted_samples_per_s),
+        ];
+        for (field, v) in rates {
+            if v > crate::units::MAX_SAMPLES_PER_S {
+                return Err(InputError::field(
+                    origin,
+                    field,
+                    format!(
+                        "{v} samples/s is more than any job makes (at most {:e})",
+                        crate::units::MAX_SAMPLES_PER_S
+                    ),
+                ));
+            }
+        }
         if !(self.end_s.is_finite() && self.end_s >= self.start_s) {
             return Err(InputError::field(
                 origin,
@@ -140,7 +156,7 @@ pub struct LogError {
 
 /// Appends observations to a run's log, one JSON line each. A line is written whole with one `write`
 /// on a file opened for appending, so a reader never sees half of one unless the writer died within it;
-/// such a last line is refused by [`read_log`] with its line number.
+/// such a last line is left out by [`read_log`], and cut away when the log is opened again.
 pub struct LogWriter {
     path: PathBuf,
     file: std::fs::File,
@@ -158,8 +174,11 @@ impl LogWriter {
             .append(!fresh)
             .write(true)
             .truncate(fresh)
+            .read(true)
             .open(path)
             .map_err(io)?;
+        let mut file = file;
+        crate::fsutil::drop_cut_line(&mut file).map_err(io)?;
         Ok(LogWriter {
             path: path.to_path_buf(),
             file,
@@ -184,20 +203,40 @@ impl LogWriter {
     }
 }
 
+/// What an observation log holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Log {
+    /// Its observations, each once, in the order they were written.
+    pub observations: Vec<Observation>,
+    /// The lines left out, each said in words: a last line cut short (the executor killed while writing
+    /// it) and lines repeating an observation already read (the same job, round and window).
+    pub skipped: Vec<String>,
+}
+
 /// Reads an observation log; a line that is not an observation of this schema is refused, naming the
-/// file, the line and the field. Empty lines are skipped.
-pub fn read_log(path: &Path) -> Result<Vec<Observation>, InputError> {
+/// file, the line and the field. Empty lines are skipped; so are a last line cut short and repeated
+/// observations, each named in [`Log::skipped`].
+pub fn read_log(path: &Path) -> Result<Log, InputError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| InputError::new(&origin, format!("cannot read the observation log: {e}")))?;
-    let mut out = Vec::new();
+    let text = crate::input::read_text(path, crate::input::OBSERVATION_LOG)
+        .map_err(|e| e.into_input(&origin))?;
+    let mut log = Log::default();
+    let mut seen = std::collections::HashMap::new();
+    let lines = text.lines().count();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let at = format!("{origin} line {}", n + 1);
-        let value: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| InputError::new(&at, format!("not JSON: {e}")))?;
+        let value: serde_json::Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            // Only an append cut short leaves a last line without its end.
+            Err(_) if n + 1 == lines && !text.ends_with('\n') => {
+                log.skipped.push(format!("{at} was cut short (left out)"));
+                break;
+            }
+            Err(e) => return Err(InputError::new(&at, format!("not JSON: {e}"))),
+        };
         match value.get("schema").and_then(|s| s.as_str()) {
             Some(SCHEMA) => {}
             Some(other) => {
@@ -225,16 +264,31 @@ pub fn read_log(path: &Path) -> Result<Vec<Observation>, InputError> {
             }
         })?;
         o.check(&at)?;
-        out.push(o);
+        let identity = (
+            o.job.clone(),
+            o.round,
+            o.start_s.to_bits(),
+            o.end_s.to_bits(),
+        );
+        if let Some(first) = seen.get(&identity) {
+            log.skipped.push(format!(
+                "{at} repeats line {first} (job `{}`, round {}): counted once",
+                o.job, o.round
+            ));
+            continue;
+        }
+        seen.insert(identity, n + 1);
+        log.observations.push(o);
     }
-    Ok(out)
+    Ok(log)
 }
 
 /// The observation logs a `--from` argument names: a log file itself, or every `*.observations.jsonl`
 /// in a run's directory (in name order). A directory without one is refused.
 pub fn logs_in(from: &Path) -> Result<Vec<PathBuf>, InputError> {
     let origin = from.display().to_string();
-    if from.is_file() {
+    // Anything there but a directory is a log to read, which refuses what is not one by name.
+    if from.symlink_metadata().is_ok() && !from.is_dir() {
         return Ok(vec![from.to_path_buf()]);
     }
     if !from.is_dir() {
@@ -320,15 +374,46 @@ mod tests {
         let p = d.path().join("x.observations.jsonl");
         let mut w = LogWriter::open(&p, true).unwrap();
         let o = observation("image", 1.0, 2.0, 300.0);
+        let next = Observation {
+            round: o.round + 1,
+            ..o.clone()
+        };
         w.append(&o).unwrap();
-        w.append(&o).unwrap();
-        assert_eq!(read_log(&p).unwrap(), vec![o.clone(), o.clone()]);
-        // A fresh log starts empty; a continued one keeps what it had.
+        w.append(&next).unwrap();
+        assert_eq!(
+            read_log(&p).unwrap().observations,
+            vec![o.clone(), next.clone()]
+        );
+        // A fresh log starts empty; a continued one keeps what it had, and a repeated line counts once.
         LogWriter::open(&p, false).unwrap().append(&o).unwrap();
-        assert_eq!(read_log(&p).unwrap().len(), 3);
+        let log = read_log(&p).unwrap();
+        assert_eq!(log.observations.len(), 2);
+        assert!(
+            log.skipped[0].contains("line 3 repeats line 1"),
+            "{:?}",
+            log.skipped
+        );
         LogWriter::open(&p, true).unwrap();
-        assert!(read_log(&p).unwrap().is_empty());
+        assert!(read_log(&p).unwrap().observations.is_empty());
         assert_eq!(logs_in(d.path()).unwrap(), vec![p]);
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_left_out_and_said() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x.observations.jsonl");
+        let good = serde_json::to_string(&observation("image", 1.0, 2.0, 300.0)).unwrap();
+        std::fs::write(&p, format!("{good}\n{}", &good[..good.len() / 2])).unwrap();
+        let log = read_log(&p).unwrap();
+        assert_eq!(log.observations.len(), 1);
+        assert!(
+            log.skipped[0].contains("line 2 was cut short"),
+            "{:?}",
+            log.skipped
+        );
+        // The same text with its line end is a corrupt line, refused.
+        std::fs::write(&p, format!("{good}\n{}\n", &good[..good.len() / 2])).unwrap();
+        assert!(read_log(&p).is_err());
     }
 
     #[test]
@@ -355,6 +440,14 @@ mod tests {
             ),
             (good.replace("\"job\":\"j\",", ""), "line 1", "job"),
             ("{\"job\": \"x\"}\n".to_string(), "line 1", "schema"),
+            (
+                good.replace(
+                    "\"predicted_samples_per_s\":400.0",
+                    "\"predicted_samples_per_s\":1e300",
+                ),
+                "line 1",
+                "predicted_samples_per_s",
+            ),
         ];
         for (text, line, field) in cases {
             std::fs::write(&p, &text).unwrap();

@@ -119,8 +119,9 @@ pub fn stored_rate(dir: &Path, key: &RateKey) -> Option<RateMeasurement> {
 /// The rate file at `path`; a missing, unreadable, malformed file or one of another format holds nothing
 /// (the rates are measured again and the file replaced).
 pub fn read_rate_file(path: &Path) -> RateFile {
-    std::fs::read(path)
+    crate::input::read_text(path, crate::input::KEPT_STATE)
         .ok()
+        .map(String::into_bytes)
         .and_then(|b| serde_json::from_slice::<RateFile>(&b).ok())
         .filter(|b| b.format == RATE_FORMAT)
         .unwrap_or_default()

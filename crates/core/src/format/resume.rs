@@ -19,18 +19,15 @@ impl ResumeState {
     /// Reads the totals at `path`; a missing file is a fresh start.
     pub fn read(path: &Path) -> Result<ResumeState, InputError> {
         let origin = || path.display().to_string();
-        match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text).map_err(|e| {
+        match crate::input::read_text_if_present(path, crate::input::KEPT_STATE) {
+            Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| {
                 InputError::new(
                     origin(),
                     format!("not a workload state file ({{\"samples_done\": N, \"steps_done\": S}}): {e}"),
                 )
             }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ResumeState::default()),
-            Err(e) => Err(InputError::new(
-                origin(),
-                format!("cannot read the workload state file: {e}"),
-            )),
+            Ok(None) => Ok(ResumeState::default()),
+            Err(e) => Err(e.into_input(&origin())),
         }
     }
 

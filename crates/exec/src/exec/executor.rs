@@ -225,6 +225,7 @@ pub(crate) fn run_on(
         cfg.resume,
         cfg.refine,
         cfg.include_disturbed,
+        log,
     )?;
 
     let mut run = RoundLoop::new(

@@ -96,8 +96,8 @@ impl JobList {
     /// Reads and validates a job list; paths in it resolve against its directory.
     pub fn read(path: &Path) -> Result<JobList, ExecError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::new(&origin, format!("cannot read the job list: {e}")))?;
+        let text = crate::input::read_text(path, crate::input::JOB_LIST)
+            .map_err(|e| e.into_input(&origin))?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

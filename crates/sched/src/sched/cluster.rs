@@ -159,8 +159,8 @@ impl ClusterConfig {
     /// Reads a cluster file.
     pub fn read(path: &Path) -> Result<ClusterConfig, InputError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::new(&origin, format!("cannot read the cluster file: {e}")))?;
+        let text = crate::input::read_text(path, crate::input::CLUSTER)
+            .map_err(|e| e.into_input(&origin))?;
         Self::parse(&text, &origin)
     }
 

@@ -270,14 +270,15 @@ impl WorkloadSpec {
     /// exists.
     pub fn load(arg: &str) -> Result<Self, InputError> {
         let path = Path::new(arg);
-        if path.exists() {
-            let text =
-                crate::fsutil::read_user_text(path, "a workload spec").map_err(|e| match e {
-                    crate::fsutil::ReadError::Input(i) => i,
-                    crate::fsutil::ReadError::Io(e) => {
-                        InputError::new(arg, format!("cannot read the spec: {e}"))
-                    }
-                })?;
+        // Anything at the path (a link too, even one that leads nowhere) is the user's file, refused by
+        // the reader when it is not a spec.
+        if path.symlink_metadata().is_ok() {
+            let text = crate::input::read_text(path, crate::input::SPEC).map_err(|e| match e {
+                crate::input::ReadError::Input(i) => i,
+                crate::input::ReadError::Io(e) => {
+                    InputError::new(arg, format!("cannot read the spec: {e}"))
+                }
+            })?;
             let base = path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())

@@ -369,9 +369,9 @@ impl Profile {
     /// Reads and validates a profile file.
     pub fn read(path: &Path) -> Result<Profile, ProfileError> {
         let origin = path.display().to_string();
-        let text = crate::fsutil::read_user_text(path, "a profile file").map_err(|e| match e {
-            crate::fsutil::ReadError::Input(i) => ProfileError::Invalid(i),
-            crate::fsutil::ReadError::Io(source) => ProfileError::Io {
+        let text = crate::input::read_text(path, crate::input::PROFILE).map_err(|e| match e {
+            crate::input::ReadError::Input(i) => ProfileError::Invalid(i),
+            crate::input::ReadError::Io(source) => ProfileError::Io {
                 context: "reading a profile".to_string(),
                 source,
             },

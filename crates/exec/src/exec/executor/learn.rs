@@ -75,10 +75,15 @@ impl Learner {
         resume: bool,
         refine_online: bool,
         include_disturbed: bool,
+        log: &mut dyn FnMut(&str),
     ) -> Result<Learner, ExecError> {
         let path = observe::log_path(state_path);
         let observations = if resume && path.is_file() {
-            observe::read_log(&path)?
+            let read = observe::read_log(&path)?;
+            for s in &read.skipped {
+                log(&format!("synergy: {s}"));
+            }
+            read.observations
         } else {
             Vec::new()
         };

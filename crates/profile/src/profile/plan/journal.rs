@@ -2,6 +2,7 @@
 //! (docs/architecture.md §7). The file itself is [`crate::format::journal`].
 
 use super::ProfileRunError;
+use crate::error::InputError;
 use crate::format::journal;
 use crate::format::profile::{ProfileError, ProfileTrial, TrialRole};
 use crate::format::trial::TrialResult;
@@ -20,15 +21,46 @@ pub(super) struct Journal {
 }
 
 impl Journal {
-    /// Opens the journal at `path`: with `resume`, the trials it holds; else empty, any old one removed.
-    pub(super) fn open(path: PathBuf, resume: bool) -> Result<Self, ProfileRunError> {
-        let trials = if resume {
-            journal::read(&path)?
-        } else {
+    /// Opens the journal at `path` of a profile of `workload`: with `resume`, the trials it holds, and a
+    /// warning when its last line was cut short (left out, and cut away before the next append); else
+    /// empty, any old one removed. A journal holding another workload's trials is refused by name: its
+    /// trials would be taken for this one's.
+    pub(super) fn open(
+        path: PathBuf,
+        resume: bool,
+        workload: &str,
+    ) -> Result<(Self, Option<String>), ProfileRunError> {
+        if !resume {
             let _ = std::fs::remove_file(&path);
-            Vec::new()
-        };
-        Ok(Self::replay(path, trials))
+            return Ok((Self::replay(path, Vec::new()), None));
+        }
+        let read = journal::read(&path)?;
+        if let Some((i, t)) = read
+            .trials
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.result.workload != workload)
+        {
+            return Err(InputError::new(
+                path.display().to_string(),
+                format!(
+                    "trial {} is of workload `{}` (spec {}), not `{workload}`: this journal belongs to \
+                     another profile; write this one elsewhere (--out) or remove the journal to start over",
+                    i + 1,
+                    t.result.workload,
+                    t.result.spec
+                ),
+            )
+            .into());
+        }
+        let warning = read.cut_line.map(|line| {
+            format!(
+                "the trial journal {}'s line {line} was cut short (the profiler stopped while writing it): \
+                 that trial is measured again",
+                path.display()
+            )
+        });
+        Ok((Self::replay(path, read.trials), warning))
     }
 
     /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a replay passes the
@@ -120,7 +152,8 @@ mod tests {
             .map(|t| serde_json::to_string(t).unwrap())
             .collect();
         std::fs::write(&path, lines.join("\n") + "\n").unwrap();
-        let mut j = Journal::open(path, true).unwrap();
+        let (mut j, warning) = Journal::open(path.clone(), true, &first.result.workload).unwrap();
+        assert_eq!(warning, None);
         let k = key(first.role, first.memory_gib, &first.result);
         assert_eq!(j.journaled(&k), Some(&first));
         j.order.push(first.clone());
@@ -131,5 +164,11 @@ mod tests {
         );
         j.order.push(again);
         assert_eq!(j.journaled(&k), None, "a third is measured");
+        match Journal::open(path, true, "text") {
+            Err(ProfileRunError::Input(e)) => {
+                assert!(e.message.contains("not `text`"), "{e}")
+            }
+            other => panic!("another workload's journal was taken: {:?}", other.err()),
+        }
     }
 }

@@ -162,18 +162,20 @@ impl<'a> Runner<'a> {
         cancel: &'a Cancel,
     ) -> Result<Self, ProfileRunError> {
         let recorded = req.recorded.as_ref();
-        let (held, journal, speed) = match recorded {
+        let (held, journal, speed, cut) = match recorded {
             Some(r) => (
                 None,
                 Journal::replay(journal_path, r.trials.iter().cloned()),
                 Speed::recorded(r.speed.before),
+                None,
             ),
             None => {
+                let (journal, cut) = Journal::open(journal_path, req.resume, &req.spec.name)?;
                 let lease =
                     crate::isolate::ledger::claim(cores.threads(), &measure::trial::host_cores())
                         .map_err(|e| TrialError::Isolate(e.into()))?;
                 let speed = Speed::new(lease.cores().first().copied());
-                (Some(lease), Journal::open(journal_path, req.resume)?, speed)
+                (Some(lease), journal, speed, cut)
             }
         };
         Ok(Runner {
@@ -181,7 +183,7 @@ impl<'a> Runner<'a> {
             bar,
             cancel,
             isolation: req.isolation,
-            warnings: recorded.map_or_else(Vec::new, |r| r.warnings.clone()),
+            warnings: recorded.map_or_else(|| cut.into_iter().collect(), |r| r.warnings.clone()),
             speed,
             busy_host: false,
             slow_host: SlowHost::default(),

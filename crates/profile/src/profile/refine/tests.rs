@@ -228,7 +228,9 @@ fn a_recorded_log_refines_deterministically_and_monotonically() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../tests/data/formats/observation/image-on-audio.observations.jsonl"
     ));
-    let obs = crate::format::observation::read_log(log).unwrap();
+    let obs = crate::format::observation::read_log(log)
+        .unwrap()
+        .observations;
     assert!(obs.len() >= 10, "{}", obs.len());
     let from = vec![log.display().to_string()];
     for name in ["audio", "image"] {
