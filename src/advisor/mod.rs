@@ -173,14 +173,17 @@ pub fn build(
     })
 }
 
-/// Writes the script and the table into `dir`, each atomically (the plugin rereads the script when its
-/// modification time changes, and the table on every submission: neither may be seen half written).
+/// Writes the script and the table into `dir` as one (the plugin rereads the script when its
+/// modification time changes, and the table on every submission: neither may be seen half written, and
+/// a full disk leaves both old).
 pub fn write(dir: &Path, table: &Table) -> std::io::Result<[PathBuf; 2]> {
     let table_path = dir.join(TABLE_FILE);
     let script_path = dir.join(SCRIPT_FILE);
     // The table first: a new script never reads an old table of another version.
-    crate::fsutil::write_atomic(&table_path, table.to_tsv().as_bytes())?;
-    crate::fsutil::write_atomic(&script_path, SCRIPT.as_bytes())?;
+    crate::fsutil::write_atomic_all(&[
+        (&table_path, table.to_tsv().as_bytes()),
+        (&script_path, SCRIPT.as_bytes()),
+    ])?;
     Ok([script_path, table_path])
 }
 

@@ -427,7 +427,7 @@ pub(super) struct RunCmdArgs {
     /// Mechanism: proportional, greedy, tune, opt.
     #[arg(long, default_value = "tune")]
     pub(super) mechanism: String,
-    /// Round length, seconds, more than 0.
+    /// Round length, seconds, more than 0 and at most 1e9.
     #[arg(long = "round", default_value_t = 15.0)]
     pub(super) round_s: f64,
     /// Emulate this many GPUs (slots) instead of using NVML's (local backend).
@@ -549,7 +549,7 @@ pub(super) struct SimulateArgs {
     /// Job ids measured, `A-B` or `all` (default: 4000-4999 for an endless generated trace, else all).
     #[arg(long)]
     pub(super) window: Option<String>,
-    /// Round length, seconds, more than 0.
+    /// Round length, seconds, more than 0 and at most 1e9.
     #[arg(long, visible_alias = "round", default_value_t = 300.0)]
     pub(super) round_s: f64,
     /// Scheduling rules: `synergy` (this project's) or `reference` (the reference simulator's: one

@@ -184,6 +184,23 @@ pub(super) fn predict_cmd(args: PredictArgs) -> anyhow::Result<i32> {
     let p = Profile::read(&args.profile)?;
     check_positive("--cpus", args.cpus)?;
     check_positive("--mem", args.mem)?;
+    // Below its footprint the job does not run at all: no throughput to answer.
+    if let Some(footprint) = p.model.as_ref().map(|m| m.stall.footprint_bytes) {
+        if args.mem * crate::units::GIB < footprint as f64 {
+            return Err(InputError::new(
+                "--mem",
+                format!(
+                    "{:.3e} GiB is below the workload's footprint, {} ({}): the job cannot run in it; \
+                     give at least {:.3}",
+                    args.mem,
+                    crate::units::Bytes(footprint),
+                    args.profile.display(),
+                    footprint as f64 / crate::units::GIB
+                ),
+            )
+            .into());
+        }
+    }
     let v = crate::predict::predict(&p, args.cpus, args.mem);
     if args.json {
         /// The prediction, and what the profile's trials were isolated by.

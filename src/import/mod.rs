@@ -218,6 +218,10 @@ impl<'a> Sink<'a> {
             Some("no GPU".to_string())
         } else if job.iters.is_none() && (job.run_s.is_nan() || job.run_s <= 0.0) {
             Some("no run time".to_string())
+        } else if job.iters.is_some_and(|n| !crate::range::is_work(n))
+            || (job.iters.is_none() && !crate::range::is_seconds(job.run_s))
+        {
+            Some("a run time or work out of range".to_string())
         } else if o.from_s.is_some_and(|f| job.submit_s < f)
             || o.to_s.is_some_and(|t| job.submit_s >= t)
         {

@@ -219,7 +219,7 @@ fn observation_logs() {
                     o.cpus > 0.0
                         && o.memory_gib > 0.0
                         && o.end_s >= o.start_s
-                        && o.throughput.samples_per_s <= synergy::units::MAX_SAMPLES_PER_S
+                        && o.throughput.samples_per_s <= synergy::range::MAX_SAMPLES_PER_S
                 }) {
                     Ok(())
                 } else {

@@ -178,9 +178,21 @@ const TABLE: &[Row] = &[
     row(&["predict", "missing.json", "--cpus", "1", "--mem", "1"], NONE, &["missing.json"]),
     row(&["predict", "d", "--cpus", "1", "--mem", "1"], &[A_DIR], &["d", "is a directory"]),
     row(&["predict", "bad.json", "--cpus", "1", "--mem", "1"], &[BAD_JSON], &["bad.json"]),
+    row(&["predict", IMAGE, "--cpus", "1", "--mem", "1e-300"], NONE, &["--mem", "footprint"]),
     // simulate
     row(&["simulate", "--profiles", ZOO, "--jobs", "0", "--out", "o"], NONE, &["--jobs"]),
     row(&["simulate", "--profiles", ZOO, "--jobs", "9", "--round", "0"], NONE, &["--round"]),
+    row(&["simulate", "--profiles", ZOO, "--jobs", "9", "--round", "1e300"], NONE, &["--round", "1e9"]),
+    row(
+        &["simulate", "--profiles", ZOO, "--trace", "t.csv"],
+        &[("t.csv", "id,model,arrival_s,iters,gpus\n0,res18,1e300,100,1\n")],
+        &["t.csv", "line 2", "arrival_s", "1e9"],
+    ),
+    row(
+        &["simulate", "--profiles", ZOO, "--trace", "t.csv"],
+        &[("t.csv", "id,model,arrival_s,iters,gpus\n0,res18,0,18446744073709551615,1\n")],
+        &["t.csv", "line 2", "iters", "2^50"],
+    ),
     row(&["simulate", "--profiles", ZOO, "--load", "0"], NONE, &["--load"]),
     row(&["simulate", "--profiles", ZOO, "--load", "x"], NONE, &["--load", "`x`"]),
     row(&["simulate", "--profiles", ZOO, "--split", "1,1"], NONE, &["--split"]),
@@ -258,6 +270,23 @@ const TABLE: &[Row] = &[
     row(&["run", "missing.toml", "--dry-run"], NONE, &["missing.toml"]),
     row(&["run", JOBS, "--dry-run", "--gpus", "0"], NONE, &["--gpus"]),
     row(&["run", JOBS, "--dry-run", "--gpus", "2", "--round", "0"], NONE, &["--round"]),
+    row(&["run", JOBS, "--dry-run", "--gpus", "2", "--round", "1e300"], NONE, &["--round"]),
+    row(
+        &["run", "j.toml", "--dry-run", "--gpus", "2"],
+        &[(
+            "j.toml",
+            "profiles = '{root}/profiles'\n[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nsamples = 9223372036854775807\n",
+        )],
+        &["j.toml", "samples", "2^50"],
+    ),
+    row(
+        &["run", "j.toml", "--dry-run", "--gpus", "2"],
+        &[(
+            "j.toml",
+            "profiles = '{root}/profiles'\n[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nsamples = 9\narrival_s = 1e300\n",
+        )],
+        &["j.toml", "arrival_s", "1e9"],
+    ),
     row(&["run", JOBS, "--dry-run", "--gpus", "2", "--cpus", "0"], NONE, &["--cpus"]),
     row(&["run", JOBS, "--dry-run", "--gpus", "2", "--mem", "0"], NONE, &["--mem"]),
     row(
@@ -382,6 +411,11 @@ const TABLE: &[Row] = &[
         &["--format", "nope"],
     ),
     // trace cluster
+    row(
+        &["trace", "cluster", "--format", "sinfo", "n.txt"],
+        &[("n.txt", "node01 64 1000 gpu:1000000\n")],
+        &["n.txt", "line 1", "more than any server has"],
+    ),
     row(
         &["trace", "cluster", "--format", "sinfo", "n.txt"],
         &[("n.txt", "node01 64 lots gpu:8\n")],

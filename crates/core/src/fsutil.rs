@@ -71,6 +71,41 @@ fn reap_temporaries(dir: &Path, target: &str) {
 /// `path`; the directory is created when missing. The error keeps the failure's kind and says which step
 /// failed on which path.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_all(&[(path, bytes)])
+}
+
+/// Writes files that belong together (a profile's JSON and CSV, a zoo, the advisor's table and script)
+/// as [`write_atomic`] writes one: every one written and synced to its temporary first, so a full disk or
+/// any failure before the end leaves every old file in place; then renamed in the order given, the last
+/// being the one readers go by. A signal waits for the renames to finish; only a `kill -9` in the
+/// microseconds between two renames can leave the earlier files new and the later ones old.
+pub fn write_atomic_all(files: &[(&Path, &[u8])]) -> io::Result<()> {
+    let mut staged = Vec::with_capacity(files.len());
+    for &(path, bytes) in files {
+        staged.push(stage(path, bytes)?);
+    }
+    // Holding the registry keeps a signal's removal of what is in progress from running between two
+    // renames.
+    let mut registry = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut result = Ok(());
+    for (tmp, &(path, _)) in staged.into_iter().zip(files) {
+        let tmp_path = tmp.path().to_path_buf();
+        registry.retain(|p| *p != tmp_path);
+        if result.is_ok() {
+            result = tmp.persist(path).map(drop).map_err(|e| {
+                io::Error::new(
+                    e.error.kind(),
+                    format!("renaming into {}: {}", path.display(), e.error),
+                )
+            });
+        }
+    }
+    result
+}
+
+/// `bytes` written and synced to a temporary file beside `path` (registered as in progress), after
+/// reaping the temporaries of `path` that dead writers left.
+fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -97,14 +132,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let written = tmp
         .write_all(bytes)
         .map_err(|e| step("writing", e))
-        .and_then(|()| tmp.as_file().sync_all().map_err(|e| step("syncing", e)))
-        .and_then(|()| {
-            tmp.persist(path)
-                .map(drop)
-                .map_err(|e| step("renaming into", e.error))
-        });
-    in_progress(false, &tmp_path);
-    written
+        .and_then(|()| tmp.as_file().sync_all().map_err(|e| step("syncing", e)));
+    match written {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            // Dropping the temporary removes it.
+            in_progress(false, &tmp_path);
+            Err(e)
+        }
+    }
 }
 
 /// Truncates a file of lines after its last line end, when it does not end with one: the line a writer

@@ -37,6 +37,13 @@ pub fn gpus_in_gres(gres: &str) -> Result<u32, String> {
             .checked_add(count)
             .ok_or_else(|| format!("`{gres}`: too many GPUs"))?;
     }
+    // Checked before anything is built for them (a node of 10^9 GPUs would be 10^9 slots).
+    if u64::from(total) > crate::range::MAX_GPUS_PER_SERVER {
+        return Err(format!(
+            "`{gres}`: {total} GPUs on one node is more than any server has (at most {})",
+            crate::range::MAX_GPUS_PER_SERVER
+        ));
+    }
     Ok(total)
 }
 
@@ -55,6 +62,7 @@ mod tests {
             ("gpu:1(IDX:0),shard:8", 1),
             ("gpu:a100:2,gpu:v100:2,mps:100", 4),
             ("gpu", 1),
+            ("gpu:1024", 1024),
             ("(null)", 0),
             ("", 0),
             ("shard:8", 0),
@@ -70,5 +78,7 @@ mod tests {
         assert!(gpus_in_gres("gpu:x").is_err());
         assert!(gpus_in_gres("gpu:99999999999").is_err());
         assert!(gpus_in_gres("gpu:4294967295,gpu:1").is_err());
+        let e = gpus_in_gres("gpu:1000000").unwrap_err();
+        assert!(e.contains("more than any server has"), "{e}");
     }
 }

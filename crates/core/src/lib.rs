@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod gres;
 pub mod input;
 pub mod predict;
+pub mod range;
 pub mod stall;
 pub mod units;
 

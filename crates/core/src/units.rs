@@ -12,11 +12,6 @@ pub const MIB: f64 = (1u64 << 20) as f64;
 /// Bytes in a decimal gigabyte (GB), the unit of the published zoo and of cluster files' `memory_gb`.
 pub const GB: f64 = 1e9;
 
-/// The fastest rate any record may say a job made, samples per second: a thousand times the fastest
-/// published training rates (ResNet-18 on a DGX is about 10^4 images/s), so a larger one is a corrupt
-/// record, not a measurement (docs/architecture.md §7, "Ranges").
-pub const MAX_SAMPLES_PER_S: f64 = 1e9;
-
 /// Converts decimal gigabytes to GiB.
 pub fn gb_to_gib(gb: f64) -> f64 {
     gb * GB / GIB

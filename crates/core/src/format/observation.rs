@@ -108,13 +108,13 @@ impl Observation {
             ("predicted_samples_per_s", self.predicted_samples_per_s),
         ];
         for (field, v) in rates {
-            if v > crate::units::MAX_SAMPLES_PER_S {
+            if v > crate::range::MAX_SAMPLES_PER_S {
                 return Err(InputError::field(
                     origin,
                     field,
                     format!(
                         "{v} samples/s is more than any job makes (at most {:e})",
-                        crate::units::MAX_SAMPLES_PER_S
+                        crate::range::MAX_SAMPLES_PER_S
                     ),
                 ));
             }

@@ -169,16 +169,23 @@ pub fn parse_records(
         })?;
         let a = f[at[2]];
         let arrival_s = match a.parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => x,
+            Ok(x) if crate::range::is_seconds(x) => x,
             _ => {
                 return Err(InputError::field(
                     here,
                     "arrival_s",
-                    format!("`{a}` is not a non-negative number of seconds"),
+                    format!("`{a}` is not {}", crate::range::SECONDS),
                 ))
             }
         };
         let iters = int(3, 1)?;
+        if !crate::range::is_work(iters) {
+            return Err(InputError::field(
+                here,
+                "iters",
+                format!("{iters} is not {}", crate::range::WORK),
+            ));
+        }
         let gpus = int(4, 1)?;
         if gpus > max_gpus {
             return Err(InputError::field(

@@ -226,8 +226,8 @@ impl JobList {
                 .into());
             }
             let work = match (e.samples, e.steps) {
-                (Some(n), None) if n > 0 => Work::Samples(n),
-                (None, Some(n)) if n > 0 => Work::Steps(n),
+                (Some(n), None) if crate::range::is_work(n) => Work::Samples(n),
+                (None, Some(n)) if crate::range::is_work(n) => Work::Steps(n),
                 (Some(_), Some(_)) => {
                     return Err(InputError::field(
                         origin,
@@ -252,7 +252,7 @@ impl JobList {
                         } else {
                             "steps"
                         }),
-                        "must be at least 1",
+                        format!("must be {}", crate::range::WORK),
                     )
                     .into())
                 }
@@ -282,11 +282,11 @@ impl JobList {
                     format!("{m} (field `batch_size` of {})", spec.origin),
                 )
             })?;
-            if !(e.arrival_s.is_finite() && e.arrival_s >= 0.0) {
+            if !crate::range::is_seconds(e.arrival_s) {
                 return Err(InputError::field(
                     origin,
                     field("arrival_s"),
-                    "must be a non-negative number of seconds",
+                    format!("must be {}", crate::range::SECONDS),
                 )
                 .into());
             }

@@ -197,13 +197,31 @@ pub fn import_zoo(zoo_path: &Path, out_dir: &Path) -> Result<Vec<PathBuf>, Profi
         },
     })?;
     let profiles = parse_zoo(&text, &origin)?;
-    let mut written = Vec::new();
-    for p in profiles {
-        let path = out_dir.join(format!("{}.json", p.workload.name));
-        p.write(&path)?;
-        written.push(path);
-    }
-    Ok(written)
+    // Every model's files written as one: a zoo cut short (a kill, a full disk) would be used as a whole
+    // one by `simulate --profiles`.
+    let files: Vec<(PathBuf, String)> = profiles
+        .iter()
+        .flat_map(|p| {
+            let path = out_dir.join(format!("{}.json", p.workload.name));
+            [
+                (path.with_extension("csv"), p.to_csv()),
+                (path, p.to_json()),
+            ]
+        })
+        .collect();
+    let refs: Vec<(&Path, &[u8])> = files
+        .iter()
+        .map(|(p, t)| (p.as_path(), t.as_bytes()))
+        .collect();
+    crate::fsutil::write_atomic_all(&refs).map_err(|source| ProfileError::Io {
+        context: "saving the zoo's profiles".to_string(),
+        source,
+    })?;
+    Ok(files
+        .into_iter()
+        .map(|(p, _)| p)
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect())
 }
 
 #[cfg(test)]

@@ -59,15 +59,15 @@ impl SimConfig {
     }
 }
 
-/// A round length's stated range, for the simulator and the executor alike: a finite, positive number
-/// of seconds.
+/// A round length's stated range, for the simulator and the executor alike: a positive time within
+/// [`crate::range::MAX_SECONDS`].
 pub fn check_round(round_s: f64) -> Result<(), InputError> {
-    if round_s.is_finite() && round_s > 0.0 {
+    if crate::range::is_seconds(round_s) && round_s > 0.0 {
         Ok(())
     } else {
         Err(InputError::setting(
             Setting::RoundS,
-            "must be a positive number of seconds",
+            format!("must be more than 0 and {}", crate::range::SECONDS),
         ))
     }
 }

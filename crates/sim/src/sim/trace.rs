@@ -402,7 +402,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "t.csv, line 3: field `arrival_s`: `soon` is not a non-negative number of seconds"
+            "t.csv, line 3: field `arrival_s`: `soon` is not a number of seconds from 0 to 1e9 (about 31.7 years)"
         );
     }
 

@@ -13,7 +13,7 @@ pub use model::*;
 pub use refinement::*;
 
 use super::trial::{CpuCalibration, Limits, ProbeReport, TrialResult};
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_atomic_all;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -428,15 +428,22 @@ impl Profile {
 
     /// Writes the profile as pretty JSON, atomically (temporary file and rename), and its CSV beside it.
     pub fn write(&self, path: &Path) -> Result<(), ProfileError> {
-        let json = serde_json::to_string_pretty(self).expect("profiles serialize") + "\n";
-        let save = |p: &Path, bytes: &[u8]| {
-            write_atomic(p, bytes).map_err(|source| ProfileError::Io {
-                context: "saving the profile".to_string(),
-                source,
-            })
-        };
-        save(path, json.as_bytes())?;
-        save(&path.with_extension("csv"), self.to_csv().as_bytes())
+        let json = self.to_json();
+        let csv = self.to_csv();
+        // The JSON last: it is what synergy reads, so a CSV is never older than the JSON beside it.
+        write_atomic_all(&[
+            (&path.with_extension("csv"), csv.as_bytes()),
+            (path, json.as_bytes()),
+        ])
+        .map_err(|source| ProfileError::Io {
+            context: "saving the profile".to_string(),
+            source,
+        })
+    }
+
+    /// The profile file's text: pretty JSON, with a final line end.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("profiles serialize") + "\n"
     }
 
     /// The long-format CSV: one row per matrix cell, then one per validation point. The workload's name
