@@ -132,11 +132,21 @@ pub fn parse_machines(
                 )
             }
         };
-        if gpus.fract() != 0.0 || gpus > u32::MAX as f64 {
+        if gpus.fract() != 0.0 {
             return Err(InputError::field(
                 &at,
                 "gpus",
                 format!("`{gpus}` is not a whole number of GPUs"),
+            ));
+        }
+        if gpus > crate::range::MAX_GPUS_PER_SERVER as f64 {
+            return Err(InputError::field(
+                &at,
+                "gpus",
+                format!(
+                    "{gpus} GPUs on one machine is more than any server has (at most {})",
+                    crate::range::MAX_GPUS_PER_SERVER
+                ),
             ));
         }
         if gpus == 0.0 {

@@ -547,3 +547,53 @@ fn a_journal_of_another_workload_is_refused_before_any_trial() {
     );
     assert!(!out.exists());
 }
+
+/// `simulate --out` ended by SIGTERM, SIGINT or SIGHUP while it runs: its staging directory is removed
+/// before it exits (128 + the signal), and no output directory appears.
+#[test]
+fn a_simulation_ended_by_a_signal_leaves_no_staging_directory() {
+    let _host = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let zoo = format!("{}/profiles/zoo", env!("CARGO_MANIFEST_DIR"));
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let mut child = synergy()
+            .args([
+                "simulate",
+                "--profiles",
+                &zoo,
+                "--jobs",
+                "30000",
+                "--load",
+                "20",
+            ])
+            .args(["--out", "o"])
+            .current_dir(d.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let staging = d.path().join(".o.writing");
+        let start = Instant::now();
+        while !staging.exists() && start.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            staging.exists(),
+            "signal {sig}: the run never began writing"
+        );
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::try_from(sig).unwrap(),
+        );
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(128 + sig), "signal {sig}: {status:?}");
+        assert!(
+            !staging.exists(),
+            "signal {sig}: the staging directory is left"
+        );
+        assert!(
+            !d.path().join("o").exists(),
+            "signal {sig}: a partial output appeared"
+        );
+    }
+}

@@ -98,11 +98,14 @@ impl ClusterConfig {
                     format!("the cluster may have at most {MAX_SERVERS} servers in all"),
                 ));
             }
-            if g.gpus == 0 {
+            if g.gpus == 0 || u64::from(g.gpus) > crate::range::MAX_GPUS_PER_SERVER {
                 return Err(InputError::field(
                     origin,
                     field("gpus"),
-                    "must be at least 1",
+                    format!(
+                        "must be 1 to {} (GPUs of one server)",
+                        crate::range::MAX_GPUS_PER_SERVER
+                    ),
                 ));
             }
             if !(g.cpus.is_finite() && g.cpus > 0.0) {
