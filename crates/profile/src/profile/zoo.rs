@@ -189,13 +189,8 @@ pub fn parse_zoo(text: &str, origin: &str) -> Result<Vec<Profile>, InputError> {
 /// Reads the zoo file and writes `DIR/NAME.json` (and `.csv`) per model; returns the paths written.
 pub fn import_zoo(zoo_path: &Path, out_dir: &Path) -> Result<Vec<PathBuf>, ProfileError> {
     let origin = zoo_path.display().to_string();
-    let text = crate::input::read_text(zoo_path, crate::input::ZOO).map_err(|e| match e {
-        crate::input::ReadError::Input(i) => ProfileError::Invalid(i),
-        crate::input::ReadError::Io(source) => ProfileError::Io {
-            context: "reading the model zoo".to_string(),
-            source,
-        },
-    })?;
+    let text = crate::input::read_text(zoo_path, crate::input::ZOO)
+        .map_err(|e| ProfileError::reading(e, "reading the model zoo"))?;
     let profiles = parse_zoo(&text, &origin)?;
     // Every model's files written as one: a zoo cut short (a kill, a full disk) would be used as a whole
     // one by `simulate --profiles`.

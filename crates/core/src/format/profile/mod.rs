@@ -365,17 +365,26 @@ pub enum ProfileError {
     },
 }
 
+impl ProfileError {
+    /// A file that could not be read: the user's to fix ([`ProfileError::Invalid`]) or, the system's,
+    /// failed while `context`.
+    pub fn reading(e: crate::input::ReadError, context: &str) -> Self {
+        match e {
+            crate::input::ReadError::Input(i) => ProfileError::Invalid(i),
+            crate::input::ReadError::Io(source) => ProfileError::Io {
+                context: context.to_string(),
+                source,
+            },
+        }
+    }
+}
+
 impl Profile {
     /// Reads and validates a profile file.
     pub fn read(path: &Path) -> Result<Profile, ProfileError> {
         let origin = path.display().to_string();
-        let text = crate::input::read_text(path, crate::input::PROFILE).map_err(|e| match e {
-            crate::input::ReadError::Input(i) => ProfileError::Invalid(i),
-            crate::input::ReadError::Io(source) => ProfileError::Io {
-                context: "reading a profile".to_string(),
-                source,
-            },
-        })?;
+        let text = crate::input::read_text(path, crate::input::PROFILE)
+            .map_err(|e| ProfileError::reading(e, "reading a profile"))?;
         Self::parse(&text, &origin)
     }
 
