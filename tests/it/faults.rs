@@ -597,3 +597,38 @@ fn a_simulation_ended_by_a_signal_leaves_no_staging_directory() {
         );
     }
 }
+
+/// Two imports writing the same output at once: it ends as one of the two whole outputs, never a mix,
+/// and neither leaves a temporary.
+#[test]
+fn concurrent_writers_leave_one_whole_output() {
+    let _host = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a.csv"), d.path().join("b.csv"));
+    helios_log(&a, 100_000);
+    helios_log(&b, 60_000);
+    let out = d.path().join("out.csv");
+    let import = |from: &Path, to: &Path| {
+        synergy()
+            .args(["trace", "import", "--format", "helios"])
+            .arg(from)
+            .arg("--out")
+            .arg(to)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // Each input's whole output, written alone.
+    let mut whole = Vec::new();
+    for (from, to) in [(&a, d.path().join("a.out")), (&b, d.path().join("b.out"))] {
+        assert!(import(from, &to).wait().unwrap().success());
+        whole.push(std::fs::read(&to).unwrap());
+    }
+    for _ in 0..4 {
+        let (mut x, mut y) = (import(&a, &out), import(&b, &out));
+        assert!(x.wait().unwrap().success() && y.wait().unwrap().success());
+        let got = std::fs::read(&out).unwrap();
+        assert!(got == whole[0] || got == whole[1], "a mix of two outputs");
+        assert!(leftovers(d.path()).is_empty(), "{:?}", leftovers(d.path()));
+    }
+}
