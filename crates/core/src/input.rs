@@ -133,27 +133,6 @@ pub const KEPT_STATE: Kind = Kind {
     max_line_bytes: MAX_LINE_BYTES,
 };
 
-/// Every kind, for the documentation's table and its test.
-pub const ALL: &[Kind] = &[
-    PROFILE,
-    SPEC,
-    JOB_LIST,
-    CLUSTER,
-    ZOO,
-    ADVISOR_TABLE,
-    SINFO,
-    MAPPING,
-    MACHINES,
-    TRACE,
-    IMPORTED_TRACE,
-    PHILLY_LOG,
-    RUN_STATE,
-    OBSERVATION_LOG,
-    JOURNAL,
-    SIM_OUTPUT,
-    KEPT_STATE,
-];
-
 /// A file the user named could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -289,7 +268,7 @@ fn open_error(origin: &str, kind: Kind, e: io::Error) -> ReadError {
 }
 
 /// A read error from a [`Bounded`] reader as the user's (a limit, or not text) or the system's.
-pub fn read_error(origin: &str, kind: Kind, e: io::Error) -> ReadError {
+fn read_error(origin: &str, kind: Kind, e: io::Error) -> ReadError {
     if e.kind() == io::ErrorKind::InvalidData {
         let msg = e.to_string();
         let msg = if msg.starts_with("stream did not contain valid UTF-8") {
@@ -316,7 +295,7 @@ pub fn read_text(path: &Path, kind: Kind) -> Result<String, ReadError> {
 pub fn read_text_if_present(path: &Path, kind: Kind) -> Result<Option<String>, ReadError> {
     match read_text(path, kind) {
         Ok(t) => Ok(Some(t)),
-        Err(ReadError::Input(_)) if !path.exists() && path.symlink_metadata().is_err() => Ok(None),
+        Err(ReadError::Input(_)) if path.symlink_metadata().is_err() => Ok(None),
         Err(e) => Err(e),
     }
 }

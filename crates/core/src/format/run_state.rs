@@ -84,13 +84,9 @@ impl RunState {
     /// Reads a state file, checking its schema.
     pub fn read(path: &Path) -> Result<RunState, InputError> {
         let origin = path.display().to_string();
-        let text = crate::input::read_text(path, crate::input::RUN_STATE).map_err(|e| {
-            if path.symlink_metadata().is_err() {
-                InputError::new(&origin, "no such file (is there a run to resume?)")
-            } else {
-                e.into_input(&origin)
-            }
-        })?;
+        let text = crate::input::read_text_if_present(path, crate::input::RUN_STATE)
+            .map_err(|e| e.into_input(&origin))?
+            .ok_or_else(|| InputError::new(&origin, "no such file (is there a run to resume?)"))?;
         let st: RunState = serde_json::from_str(&text)
             .map_err(|e| InputError::new(&origin, format!("not a run state file: {e}")))?;
         if st.schema != SCHEMA {
