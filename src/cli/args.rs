@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "synergy",
-    version,
+    version = crate::BUILD,
     about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity"
 )]
 pub(super) struct Cli {

@@ -69,11 +69,28 @@ pub fn main() -> i32 {
         }
     }
     let result = dispatch(cli);
-    for p in crate::fsutil::take_reaped() {
-        eprintln!(
-            "synergy: removed {}, the unfinished output of a synergy that died",
-            p.display()
-        );
+    for left in crate::fsutil::take_reaped() {
+        match left {
+            crate::fsutil::Leftover::Removed(p) => eprintln!(
+                "synergy: removed {}, the unfinished output of a synergy that died",
+                p.display()
+            ),
+            crate::fsutil::Leftover::Finished(files) => {
+                let named: Vec<String> = files
+                    .iter()
+                    .take(3)
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let more = match files.len().saturating_sub(named.len()) {
+                    0 => String::new(),
+                    n => format!(" and {n} more"),
+                };
+                eprintln!(
+                    "synergy: finished writing {}{more}, which a synergy that died had left half renamed",
+                    named.join(", ")
+                )
+            }
+        }
     }
     match result {
         Ok(code) => code,
@@ -102,8 +119,7 @@ fn remove_unfinished_outputs_on_signals() -> std::io::Result<()> {
             if sig != SIGHUP && crate::cancel::Cancel::handled() {
                 continue;
             }
-            crate::fsutil::remove_in_progress();
-            std::process::exit(128 + sig);
+            crate::fsutil::exit_removing_in_progress(128 + sig);
         }
     });
     Ok(())

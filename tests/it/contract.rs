@@ -49,6 +49,18 @@ const FLOOR_SPEC: (&str, &str) = (
 const BAD_TOML: (&str, &str) = ("bad.toml", "name = 'x\ncommand = ['true']\n");
 const BAD_JSON: (&str, &str) = ("bad.json", "{");
 const A_DIR: (&str, &str) = ("d/", "");
+const ONE_JOB: (&str, &str) = (
+    "j.toml",
+    "profiles = '{root}/profiles'\n[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nsamples = 9\n",
+);
+/// A run state whose one job says it held GPUs for 1e300 s.
+const BAD_STATE: (&str, &str) = (
+    "s.json",
+    r#"{"schema": "synergy-run-state/1", "job_list": "j.toml", "backend": "local", "policy": "fifo",
+    "mechanism": "tune", "round_s": 3.0, "started_unix_s": 1796182811.5, "executor_pid": 1,
+    "jobs": [{"name": "a", "status": "waiting", "samples_done": 0, "retries": 0, "restarts": 0,
+    "rounds_run": 0, "attained_s": 1e300}]}"#,
+);
 
 const TABLE: &[Row] = &[
     // measure
@@ -286,6 +298,17 @@ const TABLE: &[Row] = &[
             "profiles = '{root}/profiles'\n[[job]]\nname = 'a'\nworkload = '{root}/workloads/image.toml'\nsamples = 9\narrival_s = 1e300\n",
         )],
         &["j.toml", "arrival_s", "1e9"],
+    ),
+    // A state file no executor writes is read the same way by --resume and by a fresh run that finds it.
+    row(
+        &["run", "j.toml", "--gpus", "1", "--resume", "--state", "s.json"],
+        &[ONE_JOB, BAD_STATE],
+        &["s.json", "jobs[0].attained_s", "1e9"],
+    ),
+    row(
+        &["run", "j.toml", "--gpus", "1", "--state", "s.json"],
+        &[ONE_JOB, BAD_STATE],
+        &["s.json", "--resume would refuse it", "jobs[0].attained_s"],
     ),
     row(&["run", JOBS, "--dry-run", "--gpus", "2", "--cpus", "0"], NONE, &["--cpus"]),
     row(&["run", JOBS, "--dry-run", "--gpus", "2", "--mem", "0"], NONE, &["--mem"]),

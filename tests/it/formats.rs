@@ -99,17 +99,30 @@ fn a_journal_of_shipped_trials_reads_back_and_a_torn_last_line_is_dropped() {
         for t in &p.trials {
             journal::append(&j, t).unwrap();
         }
-        assert_eq!(journal::read(&j).unwrap().trials, p.trials);
+        let read = journal::read(&j).unwrap();
+        assert_eq!(read.trials().cloned().collect::<Vec<_>>(), p.trials);
+        assert!(
+            read.entries
+                .iter()
+                .all(|e| e.made_by == Some(journal::MadeBy::here())),
+            "every line names this host and this synergy"
+        );
         let mut text = std::fs::read_to_string(&j).unwrap();
         text.truncate(text.len() - 40);
         std::fs::write(&j, text).unwrap();
         let cut = journal::read(&j).unwrap();
-        assert_eq!(cut.trials, p.trials[..p.trials.len() - 1]);
+        assert_eq!(
+            cut.trials().cloned().collect::<Vec<_>>(),
+            p.trials[..p.trials.len() - 1]
+        );
         assert_eq!(cut.cut_line, Some(p.trials.len()));
         // The trial measured again is appended on a line of its own, not onto the cut one.
         journal::append(&j, p.trials.last().unwrap()).unwrap();
         let again = journal::read(&j).unwrap();
-        assert_eq!((again.trials, again.cut_line), (p.trials.clone(), None));
+        assert_eq!(
+            (again.trials().cloned().collect::<Vec<_>>(), again.cut_line),
+            (p.trials.clone(), None)
+        );
     }
 }
 

@@ -196,7 +196,7 @@ fn an_interrupted_profile_resumes_without_remeasuring() {
     let saved: Vec<serde_json::Value> = std::fs::read_to_string(&journal)
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["trial"].clone())
         .collect();
     assert!(saved.len() >= 2);
 

@@ -4,9 +4,10 @@
 //! leaves the old one in place (docs/architecture.md §7).
 //!
 //! Nothing half-written stays behind either. A temporary file is named for its target and its writer
-//! (`.NAME.RANDOM.PID.synergy-tmp`), and every write reaps those of its target whose writer is dead (a
+//! (`.NAME.RANDOM.PID.synergy-tmp`), and every write reaps those in its directory whose writer is dead (a
 //! `kill -9`), recording them for the command to say ([`take_reaped`]). What is being written now is
-//! registered, so a command that ends on a signal removes it first ([`remove_in_progress`]).
+//! registered as it is created, so a command that ends on a signal removes it first
+//! ([`exit_removing_in_progress`]).
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -17,52 +18,78 @@ const TMP_SUFFIX: &str = ".synergy-tmp";
 
 /// Temporary files and staging directories being written now, by this process.
 static IN_PROGRESS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-/// What dead writers left, removed by this process and not yet said.
-static REAPED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// What dead writers left, dealt with by this process and not yet said.
+static REAPED: Mutex<Vec<Leftover>> = Mutex::new(Vec::new());
 
-fn in_progress(add: bool, path: &Path) {
-    let mut v = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
-    if add {
-        v.push(path.to_path_buf());
-    } else {
-        v.retain(|p| p != path);
-    }
+/// The end of a group's commit record's name ([`write_atomic_all`]).
+const COMMIT_SUFFIX: &str = ".synergy-commit";
+
+/// What a writer that died left, and what this process did with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leftover {
+    /// A temporary file or staging directory, removed.
+    Removed(PathBuf),
+    /// A group of files killed between its renames, whose renames were finished: these files.
+    Finished(Vec<PathBuf>),
 }
 
-/// Removes every temporary file and staging directory this process is writing: what a command does
-/// before it ends on a signal, so no half-written output stays behind.
-pub fn remove_in_progress() {
-    let v = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
-    for p in v.iter() {
+fn reaped(l: Leftover) {
+    REAPED.lock().unwrap_or_else(|p| p.into_inner()).push(l);
+}
+
+fn registry() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Creates a temporary file or staging directory and registers it in one step under the registry's lock,
+/// so a signal's removal never runs between the two (and leaves what was just created).
+fn create_in_progress<T>(create: impl FnOnce() -> io::Result<(T, PathBuf)>) -> io::Result<T> {
+    let mut registry = registry();
+    let (made, path) = create()?;
+    registry.push(path);
+    Ok(made)
+}
+
+fn done_in_progress(path: &Path) {
+    registry().retain(|p| p != path);
+}
+
+/// Removes every temporary file and staging directory this process is writing, then exits with `code`:
+/// what a command does when a signal ends it, so no half-written output stays behind. The registry stays
+/// locked until the process is gone, so no other thread creates one after the removal.
+pub fn exit_removing_in_progress(code: i32) -> ! {
+    let registry = registry();
+    for p in registry.iter() {
         let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
     }
+    std::process::exit(code)
 }
 
-/// What this process removed that dead writers had left, since the last call: for the command to say.
-pub fn take_reaped() -> Vec<PathBuf> {
+/// What this process removed or finished that dead writers had left, since the last call: for the
+/// command to say.
+pub fn take_reaped() -> Vec<Leftover> {
     std::mem::take(&mut *REAPED.lock().unwrap_or_else(|p| p.into_inner()))
 }
 
-/// Removes the temporary files of `target` in `dir` whose writer is no longer alive.
-fn reap_temporaries(dir: &Path, target: &str) {
+/// Deals with what dead writers left in `dir`: a group killed between its renames is finished
+/// ([`finish_dead_commits`]), then every temporary file whose writer is no longer alive is removed. Run
+/// by every write, for each directory it writes in.
+pub fn reap_dir(dir: &Path) {
+    finish_dead_commits(dir);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
-    let prefix = format!(".{target}.");
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(rest) = name
-            .strip_prefix(&prefix)
+            .strip_prefix('.')
             .and_then(|r| r.strip_suffix(TMP_SUFFIX))
         else {
             continue;
         };
         let pid = rest.rsplit('.').next().and_then(|p| p.parse::<i32>().ok());
         if pid.is_some_and(|pid| !process_alive(pid)) && std::fs::remove_file(e.path()).is_ok() {
-            REAPED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(e.path());
+            reaped(Leftover::Removed(e.path()));
         }
     }
 }
@@ -77,16 +104,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Writes files that belong together (a profile's JSON and CSV, a zoo, the advisor's table and script)
 /// as [`write_atomic`] writes one: every one written and synced to its temporary first, so a full disk or
 /// any failure before the end leaves every old file in place; then renamed in the order given, the last
-/// being the one readers go by. A signal waits for the renames to finish; only a `kill -9` in the
-/// microseconds between two renames can leave the earlier files new and the later ones old.
+/// being the one readers go by. A signal waits for the renames to finish. Before renaming a group, a
+/// commit record beside its last file lists every rename: a `kill -9` between two renames leaves it,
+/// and the next write in that directory finishes the renames, so the group ends whole and new
+/// ([`finish_dead_commits`]).
 pub fn write_atomic_all(files: &[(&Path, &[u8])]) -> io::Result<()> {
+    for dir in files
+        .iter()
+        .map(|(p, _)| dir_of(p))
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        reap_dir(dir);
+    }
     let mut staged = Vec::with_capacity(files.len());
     for &(path, bytes) in files {
         staged.push(stage(path, bytes)?);
     }
     // Holding the registry keeps a signal's removal of what is in progress from running between two
     // renames.
-    let mut registry = IN_PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut registry = registry();
+    let record = match files {
+        [_, .., (last, _)] => Some(write_commit_record(last, &staged, files)?),
+        _ => None,
+    };
     let mut result = Ok(());
     for (tmp, &(path, _)) in staged.into_iter().zip(files) {
         let tmp_path = tmp.path().to_path_buf();
@@ -100,16 +140,81 @@ pub fn write_atomic_all(files: &[(&Path, &[u8])]) -> io::Result<()> {
             });
         }
     }
+    if let Some(record) = record {
+        let _ = std::fs::remove_file(record);
+    }
     result
 }
 
-/// `bytes` written and synced to a temporary file beside `path` (registered as in progress), after
-/// reaping the temporaries of `path` that dead writers left.
-fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
-    let dir = match path.parent() {
+/// The directory a file of `path` goes in.
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
+    }
+}
+
+/// A group's renames, `[temporary, target]` in order, with absolute paths, written and synced beside its
+/// last file as `.NAME.PID.synergy-commit`.
+fn write_commit_record(
+    last: &Path,
+    staged: &[tempfile::NamedTempFile],
+    files: &[(&Path, &[u8])],
+) -> io::Result<PathBuf> {
+    let absolute = |p: &Path| std::path::absolute(p);
+    let mut renames = Vec::with_capacity(files.len());
+    for (tmp, (path, _)) in staged.iter().zip(files) {
+        renames.push([absolute(tmp.path())?, absolute(path)?]);
+    }
+    let name = last.file_name().unwrap_or_default().to_string_lossy();
+    let record = dir_of(last).join(format!(".{name}.{}{COMMIT_SUFFIX}", std::process::id()));
+    let mut f = std::fs::File::create(&record)
+        .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", record.display())))?;
+    f.write_all(&serde_json::to_vec(&renames).expect("paths serialize"))?;
+    f.sync_data()?;
+    Ok(record)
+}
+
+/// Finishes the renames of every group in `dir` whose writer died between two of them (its commit
+/// record still there): every temporary it lists that is still there is renamed into its target, so
+/// the group is whole and new; said by [`take_reaped`].
+fn finish_dead_commits(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
     };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = name.strip_suffix(COMMIT_SUFFIX) else {
+            continue;
+        };
+        let pid = rest.rsplit('.').next().and_then(|p| p.parse::<i32>().ok());
+        if pid.is_none_or(process_alive) {
+            continue;
+        }
+        let renames: Vec<[PathBuf; 2]> = std::fs::read(e.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let mut finished = Vec::new();
+        for [tmp, target] in renames {
+            if std::fs::rename(&tmp, &target).is_ok() {
+                finished.push(target);
+            }
+        }
+        if std::fs::remove_file(e.path()).is_ok() {
+            // A record whose renames were all done before the kill is all that was left.
+            reaped(if finished.is_empty() {
+                Leftover::Removed(e.path())
+            } else {
+                Leftover::Finished(finished)
+            });
+        }
+    }
+}
+
+/// `bytes` written and synced to a temporary file beside `path`, registered as in progress.
+fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let dir = dir_of(path);
     let step = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
     };
@@ -118,17 +223,19 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    reap_temporaries(dir, &name);
     // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
     // file's default 0600.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(&format!(".{}{TMP_SUFFIX}", std::process::id()))
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
-        .tempfile_in(dir)
-        .map_err(|e| step("creating a temporary file for", e))?;
+    let mut tmp = create_in_progress(|| {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(&format!(".{}{TMP_SUFFIX}", std::process::id()))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .tempfile_in(dir)?;
+        let path = tmp.path().to_path_buf();
+        Ok((tmp, path))
+    })
+    .map_err(|e| step("creating a temporary file for", e))?;
     let tmp_path = tmp.path().to_path_buf();
-    in_progress(true, &tmp_path);
     let written = tmp
         .write_all(bytes)
         .map_err(|e| step("writing", e))
@@ -137,7 +244,7 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
         Ok(()) => Ok(tmp),
         Err(e) => {
             // Dropping the temporary removes it.
-            in_progress(false, &tmp_path);
+            done_in_progress(&tmp_path);
             Err(e)
         }
     }
@@ -237,10 +344,13 @@ impl StagedDir {
         };
         std::fs::create_dir_all(&parent)
             .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", parent.display())))?;
+        reap_dir(&parent);
         let staging = parent.join(format!(".{name}.writing"));
         let mut reaped = None;
         loop {
-            match std::fs::create_dir(&staging) {
+            match create_in_progress(|| {
+                std::fs::create_dir(&staging).map(|()| ((), staging.clone()))
+            }) {
                 Ok(()) => break,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     let pid = std::fs::read_to_string(staging.join(WRITER_PID_FILE))
@@ -279,12 +389,8 @@ impl StagedDir {
             }
         }
         if let Some(r) = &reaped {
-            REAPED
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(r.clone());
+            self::reaped(Leftover::Removed(r.clone()));
         }
-        in_progress(true, &staging);
         std::fs::write(
             staging.join(WRITER_PID_FILE),
             std::process::id().to_string(),
@@ -315,6 +421,9 @@ impl StagedDir {
         };
         std::fs::remove_file(self.staging.join(WRITER_PID_FILE))
             .map_err(|e| step("finishing", e))?;
+        // As in `write_atomic_all`: a signal's removal of the staging waits for the rename, so it never
+        // empties a directory while it is being put in place.
+        let registry = registry();
         if self.target.exists() {
             nix::fcntl::renameat2(
                 None,
@@ -326,11 +435,13 @@ impl StagedDir {
             .map_err(|e| step("replacing", io::Error::from(e)))?;
             // The staging name now holds the previous run's files.
             self.committed = true;
+            drop(registry);
             std::fs::remove_dir_all(&self.staging)
                 .map_err(|e| step("removing the previous contents of", e))?;
         } else {
             std::fs::rename(&self.staging, &self.target).map_err(|e| step("renaming into", e))?;
             self.committed = true;
+            drop(registry);
         }
         Ok(())
     }
@@ -341,7 +452,7 @@ impl Drop for StagedDir {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.staging);
         }
-        in_progress(false, &self.staging);
+        done_in_progress(&self.staging);
     }
 }
 
@@ -377,6 +488,9 @@ pub fn available_bytes(path: &Path) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Held by the tests that read what was reaped, which is kept for the whole process.
+    static REAPED_BY_TESTS: Mutex<()> = Mutex::new(());
+
     #[test]
     fn atomic_writes_are_readable_like_ordinary_files() {
         use std::os::unix::fs::PermissionsExt;
@@ -400,7 +514,44 @@ mod tests {
     }
 
     #[test]
+    fn a_group_killed_between_its_renames_is_finished_by_the_next_write() {
+        let _reaped = REAPED_BY_TESTS.lock().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let (csv, json) = (d.path().join("p.csv"), d.path().join("p.json"));
+        std::fs::write(&csv, b"new csv").unwrap();
+        std::fs::write(&json, b"old json").unwrap();
+        // As a writer killed after its first rename leaves the group: the CSV new, the JSON's new
+        // contents still in its temporary, and the record of both renames.
+        let tmp_json = d
+            .path()
+            .join(format!(".p.json.abc.{}{TMP_SUFFIX}", i32::MAX));
+        std::fs::write(&tmp_json, b"new json").unwrap();
+        let gone_csv = d
+            .path()
+            .join(format!(".p.csv.abc.{}{TMP_SUFFIX}", i32::MAX));
+        let record = d
+            .path()
+            .join(format!(".p.json.{}{COMMIT_SUFFIX}", i32::MAX));
+        let renames = [[&gone_csv, &csv], [&tmp_json, &json]];
+        std::fs::write(&record, serde_json::to_vec(&renames).unwrap()).unwrap();
+        write_atomic(&d.path().join("other"), b"x").unwrap();
+        assert_eq!(std::fs::read(&json).unwrap(), b"new json");
+        assert_eq!(std::fs::read(&csv).unwrap(), b"new csv");
+        assert!(!record.exists() && !tmp_json.exists());
+        assert!(take_reaped().contains(&Leftover::Finished(vec![json.clone()])));
+        // A group written whole leaves no record.
+        write_atomic_all(&[(&csv, b"a"), (&json, b"b")]).unwrap();
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
+
+    #[test]
     fn a_dead_writers_temporary_is_reaped_by_the_next_write_and_a_live_ones_kept() {
+        let _reaped = REAPED_BY_TESTS.lock().unwrap();
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("out.csv");
         let dead = d
@@ -417,8 +568,8 @@ mod tests {
             std::fs::write(f, b"half").unwrap();
         }
         write_atomic(&p, b"whole").unwrap();
-        assert!(!dead.exists() && live.exists() && other.exists());
-        assert!(take_reaped().contains(&dead));
+        assert!(!dead.exists() && live.exists() && !other.exists());
+        assert!(take_reaped().contains(&Leftover::Removed(dead)));
         assert_eq!(std::fs::read(&p).unwrap(), b"whole");
     }
 

@@ -19,3 +19,7 @@ pub mod stall;
 pub mod units;
 
 pub use error::InputError;
+
+/// This synergy's version and the commit it was built from (`0.1.0 (commit 0123456789ab)`): what
+/// `--version` says and what a record names as the binary that made it.
+pub const BUILD: &str = env!("SYNERGY_BUILD");

@@ -81,7 +81,8 @@ pub struct RunState {
 }
 
 impl RunState {
-    /// Reads a state file, checking its schema.
+    /// Reads a state file, checking its schema and every value ([`RunState::check`]): `--resume` and a
+    /// fresh run that finds one read it the same way.
     pub fn read(path: &Path) -> Result<RunState, InputError> {
         let origin = path.display().to_string();
         let text = crate::input::read_text_if_present(path, crate::input::RUN_STATE)
@@ -99,7 +100,43 @@ impl RunState {
                 ),
             ));
         }
+        st.check(&origin)?;
         Ok(st)
+    }
+
+    /// Refuses a state no executor writes: a time or an amount of work out of range, a job named twice
+    /// or not at all (docs/architecture.md §7, "Ranges").
+    pub fn check(&self, origin: &str) -> Result<(), InputError> {
+        use crate::range::{is_seconds, MAX_WORK, SECONDS};
+        let bad = |field: String, what: String| Err(InputError::field(origin, field, what));
+        if !(is_seconds(self.round_s) && self.round_s > 0.0) {
+            return bad(
+                "round_s".into(),
+                format!("must be more than 0 and {SECONDS}"),
+            );
+        }
+        if !(self.started_unix_s.is_finite() && self.started_unix_s >= 0.0) {
+            return bad(
+                "started_unix_s".into(),
+                "must be a Unix time, seconds".into(),
+            );
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, j) in self.jobs.iter().enumerate() {
+            let at = |f: &str| format!("jobs[{i}].{f}");
+            if j.name.is_empty() || !names.insert(j.name.as_str()) {
+                return bad(at("name"), "must name one job of the list, once".into());
+            }
+            if j.samples_done > MAX_WORK {
+                return bad(at("samples_done"), "must be at most 2^50".into());
+            }
+            for (field, value) in [("attained_s", Some(j.attained_s)), ("finish_s", j.finish_s)] {
+                if value.is_some_and(|v| !is_seconds(v)) {
+                    return bad(at(field), format!("must be {SECONDS}"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Replaces the state file atomically.

@@ -47,7 +47,14 @@ fn fresh_state(
                     old.jobs.len()
                 )
             }
-            Err(_) => "exists".to_string(),
+            // The same reading `--resume` would give it, so both modes say the same of one file.
+            Err(e) => match e.field {
+                Some(f) => format!(
+                    "exists, and --resume would refuse it (field `{f}`: {})",
+                    e.message
+                ),
+                None => format!("exists, and --resume would refuse it ({})", e.message),
+            },
         };
         return Err(InputError::new(
             cfg.state_path.display().to_string(),

@@ -22,9 +22,10 @@ pub(super) struct Journal {
 
 impl Journal {
     /// Opens the journal at `path` of a profile of `workload`: with `resume`, the trials it holds, and a
-    /// warning when its last line was cut short (left out, and cut away before the next append); else
-    /// empty, any old one removed. A journal holding another workload's trials is refused by name: its
-    /// trials would be taken for this one's.
+    /// warning when its last line was cut short (left out, and cut away before the next append) or when
+    /// another synergy measured some of them; else empty, any old one removed. A journal holding another
+    /// workload's trials, or trials measured on another host, is refused by name: its trials would be
+    /// taken for this one's.
     pub(super) fn open(
         path: PathBuf,
         resume: bool,
@@ -35,32 +36,66 @@ impl Journal {
             return Ok((Self::replay(path, Vec::new()), None));
         }
         let read = journal::read(&path)?;
-        if let Some((i, t)) = read
-            .trials
-            .iter()
-            .enumerate()
-            .find(|(_, t)| t.result.workload != workload)
-        {
-            return Err(InputError::new(
+        let here = journal::MadeBy::here();
+        let belongs_elsewhere = |i: usize, why: String| -> ProfileRunError {
+            InputError::new(
                 path.display().to_string(),
                 format!(
-                    "trial {} is of workload `{}` (spec {}), not `{workload}`: this journal belongs to \
-                     another profile; write this one elsewhere (--out) or remove the journal to start over",
-                    i + 1,
-                    t.result.workload,
-                    t.result.spec
+                    "trial {} {why}: this journal belongs to another profile; write this one elsewhere \
+                     (--out) or remove the journal to start over",
+                    i + 1
                 ),
             )
-            .into());
+            .into()
+        };
+        let mut other_binaries: Vec<&str> = Vec::new();
+        for (i, e) in read.entries.iter().enumerate() {
+            let t = &e.trial.result;
+            if t.workload != workload {
+                return Err(belongs_elsewhere(
+                    i,
+                    format!(
+                        "is of workload `{}` (spec {}), not `{workload}`",
+                        t.workload, t.spec
+                    ),
+                ));
+            }
+            let Some(by) = &e.made_by else { continue };
+            if by.host != here.host {
+                // Another machine's rates are not this one's.
+                return Err(belongs_elsewhere(
+                    i,
+                    format!(
+                        "was measured on host `{}`, not this one (`{}`)",
+                        by.host, here.host
+                    ),
+                ));
+            }
+            if by.binary != here.binary && !other_binaries.contains(&by.binary.as_str()) {
+                other_binaries.push(&by.binary);
+            }
         }
-        let warning = read.cut_line.map(|line| {
-            format!(
+        let mut warnings: Vec<String> = Vec::new();
+        if let Some(line) = read.cut_line {
+            warnings.push(format!(
                 "the trial journal {}'s line {line} was cut short (the profiler stopped while writing it): \
                  that trial is measured again",
                 path.display()
-            )
-        });
-        Ok((Self::replay(path, read.trials), warning))
+            ));
+        }
+        if !other_binaries.is_empty() {
+            // Kept, not refused: an upgrade mid-profile should not throw away what was measured.
+            warnings.push(format!(
+                "the trial journal {} holds trials measured by synergy {}, and this is synergy {}: they \
+                 are kept; remove the journal to measure them all with this one",
+                path.display(),
+                other_binaries.join(", "),
+                here.binary
+            ));
+        }
+        let warning = (!warnings.is_empty()).then(|| warnings.join("\n"));
+        let trials = read.entries.into_iter().map(|e| e.trial);
+        Ok((Self::replay(path, trials), warning))
     }
 
     /// A journal that holds `trials`. [`Journal::open`] fills it from the file; a replay passes the
@@ -170,5 +205,57 @@ mod tests {
             }
             other => panic!("another workload's journal was taken: {:?}", other.err()),
         }
+    }
+
+    #[test]
+    fn another_hosts_trials_are_refused_and_another_binarys_kept_with_a_warning() {
+        let shipped: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../../profiles/image.json")).unwrap();
+        let trial: ProfileTrial = serde_json::from_value(shipped["trials"][0].clone()).unwrap();
+        let workload = trial.result.workload.clone();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.trials.jsonl");
+        let here = journal::MadeBy::here();
+        let write = |made_by: Option<journal::MadeBy>| {
+            let e = journal::Entry {
+                made_by,
+                trial: trial.clone(),
+            };
+            std::fs::write(&path, serde_json::to_string(&e).unwrap() + "\n").unwrap();
+        };
+
+        write(Some(journal::MadeBy {
+            host: format!("{}-elsewhere", here.host),
+            ..here.clone()
+        }));
+        match Journal::open(path.clone(), true, &workload) {
+            Err(ProfileRunError::Input(e)) => {
+                assert!(e.message.contains("-elsewhere`, not this one"), "{e}")
+            }
+            other => panic!("another host's journal was taken: {:?}", other.err()),
+        }
+
+        write(Some(journal::MadeBy {
+            binary: "0.0.1 (commit 000000000000)".into(),
+            ..here.clone()
+        }));
+        let (j, warning) = Journal::open(path.clone(), true, &workload).unwrap();
+        assert!(
+            warning.as_deref().is_some_and(|w| w.contains("0.0.1")),
+            "{warning:?}"
+        );
+        assert!(j.journaled_any(&key(trial.role, trial.memory_gib, &trial.result)));
+
+        write(Some(here));
+        assert_eq!(
+            Journal::open(path.clone(), true, &workload).unwrap().1,
+            None
+        );
+        write(None);
+        assert_eq!(
+            Journal::open(path, true, &workload).unwrap().1,
+            None,
+            "a journal from before trials named their host is read as it was"
+        );
     }
 }

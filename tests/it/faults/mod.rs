@@ -15,7 +15,12 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".synergy-tmp") || n.ends_with(".writing") || n.starts_with(".tmp"))
+        .filter(|n| {
+            n.ends_with(".synergy-tmp")
+                || n.ends_with(".synergy-commit")
+                || n.ends_with(".writing")
+                || n.starts_with(".tmp")
+        })
         .collect()
 }
 
@@ -632,3 +637,5 @@ fn concurrent_writers_leave_one_whole_output() {
         assert!(leftovers(d.path()).is_empty(), "{:?}", leftovers(d.path()));
     }
 }
+
+mod kills;
