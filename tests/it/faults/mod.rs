@@ -414,6 +414,114 @@ fn a_full_or_read_only_disk_fails_the_write_and_keeps_the_old_output() {
     assert_eq!(std::fs::read(&out).unwrap(), old);
 }
 
+/// Every command that writes files, pointed at a read-only disk: the same failure gives the same answer
+/// from each, exit 1 (a failure while running) with one line naming the file system's refusal, as bad
+/// input gives exit 2 from each in the contract walk.
+#[test]
+fn every_writer_fails_a_read_only_disk_with_exit_1() {
+    let _host = common::shared();
+    let Some(disk) = Mount::tmpfs("size=1m") else {
+        assert!(
+            !common::under_ci(),
+            "CI runs as root and must mount a tmpfs"
+        );
+        eprintln!("skipped: cannot mount a tmpfs (not root?)");
+        return;
+    };
+    disk.remount("ro");
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("cluster_log.csv");
+    helios_log(&log, 20);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let ro = |name: &str| disk.path().join(name).display().to_string();
+    let (image, audio) = (
+        format!("{root}/profiles/image.json"),
+        format!("{root}/profiles/audio.json"),
+    );
+    let observed = format!("{root}/tests/data/formats/observation");
+    let writers: Vec<Vec<String>> = vec![
+        vec![
+            "trace".into(),
+            "import".into(),
+            "--format".into(),
+            "helios".into(),
+            log.display().to_string(),
+            "--out".into(),
+            ro("t.csv"),
+        ],
+        vec![
+            "trace".into(),
+            "cluster".into(),
+            "--format".into(),
+            "sinfo".into(),
+            format!("{root}/tests/data/traces/nodes.sinfo"),
+            "--out".into(),
+            ro("c.toml"),
+        ],
+        vec![
+            "plot".into(),
+            image.clone(),
+            "--kind".into(),
+            "heatmap".into(),
+            "-o".into(),
+            ro("h.png"),
+        ],
+        vec![
+            "import-zoo".into(),
+            format!("{root}/tests/data/synergy-model-zoo.json"),
+            "--out-dir".into(),
+            ro("zoo"),
+        ],
+        vec![
+            "slurm".into(),
+            "advisor".into(),
+            image.clone(),
+            "--sinfo".into(),
+            format!("{root}/tests/data/traces/partitions.sinfo"),
+            "--out".into(),
+            ro("adv"),
+        ],
+        vec![
+            "profile".into(),
+            "refine".into(),
+            audio,
+            "--include-disturbed".into(),
+            "--from".into(),
+            observed,
+            "--out".into(),
+            ro("r.json"),
+        ],
+        vec![
+            "simulate".into(),
+            "--jobs".into(),
+            "20".into(),
+            "--out".into(),
+            ro("sim"),
+        ],
+        vec![
+            "dataset".into(),
+            "gen".into(),
+            "--kind".into(),
+            "text".into(),
+            "--size".into(),
+            "64KiB".into(),
+            ro("data"),
+        ],
+    ];
+    let mut wrong = Vec::new();
+    for argv in &writers {
+        let o = synergy().args(argv).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        if o.status.code() != Some(1)
+            || !stderr.contains("Read-only file system")
+            || stderr.trim_end().lines().count() != 1
+        {
+            wrong.push(format!("{argv:?}: {:?}: {stderr}", o.status.code()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// Output piped to a reader that stops at once (`| head -1`) ends quietly with exit 0, as command-line
 /// tools do.
 #[test]
