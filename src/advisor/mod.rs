@@ -36,13 +36,16 @@ pub(crate) fn shape_of_group(g: &MachineGroup) -> NodeShape {
     }
 }
 
-/// The per-GPU demand of a catalog model.
+/// The per-GPU demand of a catalog model, never below its footprint (a matrix column rounded to the
+/// file's precision can sit a hair under it; docs/profile-format.md, "Honest edges").
 pub fn demand_of_model(m: &JobModel) -> PerGpuDemand {
     let source = std::fs::canonicalize(&m.path).unwrap_or_else(|_| m.path.clone());
     PerGpuDemand {
         name: m.name.clone(),
         cpus_per_gpu: m.best_cpus_per_gpu,
-        memory_gib_per_gpu: m.best_memory_gib_per_gpu,
+        memory_gib_per_gpu: m
+            .best_memory_gib_per_gpu
+            .max(m.footprint_gib_per_gpu.unwrap_or(0.0)),
         below_share: false,
         source_mtime_s: mtime_s(&source).unwrap_or(0),
         source,

@@ -32,6 +32,7 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         return simulate_job_list(path, &s, &args);
     }
     let catalog = Catalog::load_dir(&args.profiles)?;
+    catalog.check_footprints(&s.cluster)?;
     let window = window_of(&args)?;
     let source = trace_source(&args, &s, &catalog)?;
     let generated = matches!(source, TraceSource::Generated(_));

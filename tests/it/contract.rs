@@ -259,6 +259,12 @@ const TABLE: &[Row] = &[
         &[("c.toml", "[[servers]]\ncount = 1\ngpus = 8\ncpus = 24\nmemory_gb = -1\n")],
         &["c.toml", "servers[0].memory_gb"],
     ),
+    // A measured profile whose footprint no server's memory share holds.
+    row(
+        &["simulate", "--profiles", "{root}/profiles", "--cluster", "c.toml", "--jobs", "9"],
+        &[("c.toml", "[[servers]]\ncount = 1\ngpus = 8\ncpus = 24\nmemory_gb = 0.5\n")],
+        &["model.footprint_bytes", "footprint", "at most 0.058 GiB per GPU"],
+    ),
     row(&["simulate", "--jobs-list", "missing.toml"], NONE, &["missing.toml"]),
     row(
         &["simulate", "--jobs-list", "jobs.toml"],

@@ -262,6 +262,7 @@ fn hand_catalog() -> Catalog {
             normalized: vec![vec![1.0, 1.0], vec![2.0, 2.0]],
             best_cpus_per_gpu: 6.0,
             best_memory_gib_per_gpu: 50.0,
+            footprint_gib_per_gpu: None,
             path: "img.json".into(),
         },
         JobModel {
@@ -273,6 +274,7 @@ fn hand_catalog() -> Catalog {
             normalized: vec![vec![1.0, 1.0], vec![1.0, 1.0]],
             best_cpus_per_gpu: 1.0,
             best_memory_gib_per_gpu: 10.0,
+            footprint_gib_per_gpu: None,
             path: "lang.json".into(),
         },
     ])

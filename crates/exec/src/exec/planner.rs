@@ -446,6 +446,7 @@ mod tests {
             normalized: vec![vec![0.5, 0.5], vec![1.0, 1.0], vec![1.5, 1.5]],
             best_cpus_per_gpu: 6.0,
             best_memory_gib_per_gpu: 8.0,
+            footprint_gib_per_gpu: None,
             path: "m.json".into(),
         }])
         .unwrap()

@@ -120,6 +120,10 @@ pub fn demand_of(
             if abs[i][j] + 1e-9 < (1.0 - tolerance) * best {
                 continue;
             }
+            // Never a cell that fewer cores beat at the same memory ([`falls_with_cores`]).
+            if (0..i).any(|k| abs[k][j] > abs[i][j] + 1e-9) {
+                continue;
+            }
             let cost = c / prop_cpus + m / prop_mem;
             if pick.is_none_or(|(b, _, _)| cost < b - 1e-12) {
                 pick = Some((cost, i, j));
@@ -143,6 +147,106 @@ pub fn demand_of(
         },
         tolerance,
     }
+}
+
+/// A cell of the matrix that fewer cores beat at the same memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fall {
+    /// Its row (cores) and column (memory).
+    pub row: usize,
+    /// Its column.
+    pub col: usize,
+    /// The row of fewer cores with the most throughput in that column.
+    pub best_row: usize,
+}
+
+/// Every cell of `abs[row][column]` (rows in rising cores) below the best of fewer cores in its column.
+pub fn falls_with_cores(abs: &[Vec<f64>]) -> Vec<Fall> {
+    let mut falls = Vec::new();
+    let cols = abs.first().map_or(0, Vec::len);
+    for col in 0..cols {
+        let mut best_row = 0;
+        for row in 1..abs.len() {
+            if abs[row][col] + 1e-9 < abs[best_row][col] {
+                falls.push(Fall { row, col, best_row });
+            } else if abs[row][col] > abs[best_row][col] {
+                best_row = row;
+            }
+        }
+    }
+    falls
+}
+
+/// What the workload must keep resident beyond the fewer cores' for a fall to be the cache it gives up
+/// rather than the fit's noise, bytes.
+const RESIDENT_EXPLAINS_BYTES: f64 = (1u64 << 20) as f64;
+
+/// What to do with a matrix that falls with more cores (docs/profile-format.md, "Honest edges"): where
+/// the workload keeps more resident at the cell's cores than at the fewer cores that beat it (measured
+/// at each swept core count), the fall is real, since that memory is taken from its cache, and it is
+/// kept and explained; any other fall is the fit's noise, and the cell is raised to the best of fewer
+/// cores. The per-GPU view and the demand follow. Returns the warnings the profile carries.
+pub fn explain_or_repair(
+    model: &FittedModel,
+    m: &mut Matrix,
+    per_gpu: &mut PerGpuMatrix,
+    demand: &mut Demand,
+    gpus: u32,
+    server: &ServerShape,
+) -> Vec<String> {
+    let Some(abs) = m.samples_per_s.as_mut() else {
+        return Vec::new();
+    };
+    let resident = |row: usize| model.stall.resident_at(m.cpus[row]);
+    let (explained, noise): (Vec<Fall>, Vec<Fall>) = falls_with_cores(abs)
+        .into_iter()
+        .partition(|f| resident(f.row) >= resident(f.best_row) + RESIDENT_EXPLAINS_BYTES);
+    let describe = |f: &Fall, abs: &[Vec<f64>], n: usize| {
+        format!(
+            "the matrix falls with more cores at {n} cell(s): at {} GiB, {} cores give {:.1} samples/s \
+             and {} cores {:.1}",
+            m.memory_gib[f.col],
+            m.cpus[f.row],
+            abs[f.row][f.col],
+            m.cpus[f.best_row],
+            abs[f.best_row][f.col]
+        )
+    };
+    let mut warnings = Vec::new();
+    if let Some(f) = explained.first() {
+        warnings.push(format!(
+            "{}; measured: the workload keeps {} resident at {} cores and {} at {}, and the difference \
+             is taken from its cache; kept as measured (the demand never sits on such a cell; fewer \
+             loader workers would keep the fewer cores' throughput)",
+            describe(f, abs, explained.len()),
+            crate::units::Bytes(resident(f.row) as u64),
+            m.cpus[f.row],
+            crate::units::Bytes(resident(f.best_row) as u64),
+            m.cpus[f.best_row]
+        ));
+    }
+    if let Some(f) = noise.first() {
+        warnings.push(format!(
+            "{}; no measurement explains it (the workload keeps no more resident at more cores), so \
+             each was raised to the best of fewer cores",
+            describe(f, abs, noise.len())
+        ));
+        for f in &noise {
+            abs[f.row][f.col] = abs[f.best_row][f.col];
+            m.normalized[f.row][f.col] = m.normalized[f.best_row][f.col];
+        }
+        per_gpu.normalized = m.normalized.clone();
+        *demand = demand_of(
+            abs,
+            &m.normalized,
+            &m.cpus,
+            &m.memory_gib,
+            gpus,
+            server,
+            demand.tolerance,
+        );
+    }
+    warnings
 }
 
 /// Makes every column of the matrix non-decreasing in cores (a job given more cores, all else equal, is
@@ -240,6 +344,51 @@ mod tests {
             accelerator: None,
             core_speed: None,
         }
+    }
+
+    #[test]
+    fn a_fall_with_more_cores_is_kept_where_residency_explains_it_and_raised_where_not() {
+        let server = ServerShape {
+            gpus: 1,
+            cpus: 3.0,
+            memory_gib: 8.0,
+        };
+        let falling = |model: &FittedModel| {
+            let (mut m, mut per_gpu, mut demand) =
+                build(model, &[1.0, 2.0, 3.0], &[1.5, 3.0], 1, &server, 0.05);
+            let abs = m.samples_per_s.as_mut().unwrap();
+            for (row, t) in [300.0, 280.0, 290.0].into_iter().enumerate() {
+                abs[row][0] = t;
+                abs[row][1] = t;
+                m.normalized[row][0] = t / 900.0;
+                m.normalized[row][1] = t / 900.0;
+            }
+            demand = demand_of(abs, &m.normalized, &m.cpus, &m.memory_gib, 1, &server, 0.05);
+            let warnings = explain_or_repair(model, &mut m, &mut per_gpu, &mut demand, 1, &server);
+            (m, per_gpu, demand, warnings)
+        };
+        let flat = model();
+        let (m, per_gpu, demand, warnings) = falling(&flat);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("raised"), "{warnings:?}");
+        assert!(falls_with_cores(m.samples_per_s.as_ref().unwrap()).is_empty());
+        assert_eq!(per_gpu.normalized, m.normalized);
+        assert_eq!(demand.job.cpus, 1.0);
+
+        let mut grows = model();
+        grows.stall.resident_points = [(1.0, 1u64 << 30), (2.0, 3 << 29), (3.0, 3 << 29)]
+            .map(|(cpus, bytes)| crate::format::profile::FootprintPoint { cpus, bytes })
+            .to_vec();
+        let (m, _, demand, warnings) = falling(&grows);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("kept as measured"), "{warnings:?}");
+        let abs = m.samples_per_s.as_ref().unwrap();
+        assert_eq!(abs[1][0], 280.0, "an explained fall stays");
+        assert_eq!(
+            (demand.job.cpus, demand.job.memory_gib),
+            (1.0, 1.5),
+            "never a fallen cell"
+        );
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct JobModel {
     pub best_cpus_per_gpu: f64,
     /// Best-case demand per GPU: memory, GiB.
     pub best_memory_gib_per_gpu: f64,
+    /// The least memory per GPU it runs in, GiB: its measured footprint (absent in published profiles,
+    /// which state none).
+    pub footprint_gib_per_gpu: Option<f64>,
     /// The profile file it came from.
     pub path: PathBuf,
 }
@@ -89,6 +92,9 @@ impl JobModel {
             normalized: p.per_gpu.normalized.clone(),
             best_cpus_per_gpu: d.cpus,
             best_memory_gib_per_gpu: d.memory_gib,
+            footprint_gib_per_gpu: p.model.as_ref().map(|m| {
+                m.stall.footprint_bytes as f64 / crate::units::GIB / p.workload.gpus.max(1) as f64
+            }),
             path: origin.to_path_buf(),
         })
     }
@@ -103,6 +109,37 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// Refuses a cluster on which a model cannot run: its footprint per GPU above the memory per GPU of
+    /// the roomiest server, where a simulated job would be given memory it cannot run in and its speed
+    /// read from outside its matrix (docs/profile-format.md, "Honest edges").
+    pub fn check_footprints(
+        &self,
+        cluster: &crate::sched::ClusterConfig,
+    ) -> Result<(), InputError> {
+        let roomiest = cluster
+            .servers
+            .iter()
+            .map(|s| s.memory_gib_per_gpu())
+            .fold(0.0, f64::max);
+        match self.models.iter().find(|m| {
+            m.footprint_gib_per_gpu
+                .is_some_and(|f| f > roomiest + 1e-9)
+        }) {
+            Some(m) => Err(InputError::field(
+                m.path.display().to_string(),
+                "model.footprint_bytes",
+                format!(
+                    "`{}` needs {:.3} GiB of memory per GPU (its footprint), and the cluster's servers \
+                     give at most {roomiest:.3} GiB per GPU: give the servers more memory, or leave this \
+                     profile out of --profiles",
+                    m.name,
+                    m.footprint_gib_per_gpu.unwrap_or_default()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// A catalog of the given models (a later duplicate name is an error).
     pub fn new(models: Vec<JobModel>) -> Result<Catalog, InputError> {
         let mut c = Catalog::default();

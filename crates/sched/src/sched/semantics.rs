@@ -169,6 +169,7 @@ mod tests {
             normalized: rows,
             best_cpus_per_gpu: best_c,
             best_memory_gib_per_gpu: best_m,
+            footprint_gib_per_gpu: None,
             path: "m.json".into(),
         }
     }

@@ -295,6 +295,7 @@ mod tests {
                     normalized: vec![vec![0.5, 0.5], vec![1.0, 1.0]],
                     best_cpus_per_gpu: 3.0,
                     best_memory_gib_per_gpu: 10.0,
+                    footprint_gib_per_gpu: None,
                     path: "x.json".into(),
                 })
                 .collect(),

@@ -261,7 +261,7 @@ pub fn run_profile(
         cpus: plan.host_cores,
         memory_gib: host_mem as f64 / GIB,
     });
-    let (m, per_gpu, demand) = matrix::build(
+    let (mut m, mut per_gpu, mut demand) = matrix::build(
         &model,
         &plan.cpu_axis,
         &memory_axis,
@@ -269,6 +269,14 @@ pub fn run_profile(
         &server,
         req.tolerance,
     );
+    run.warnings.extend(matrix::explain_or_repair(
+        &model,
+        &mut m,
+        &mut per_gpu,
+        &mut demand,
+        gpus,
+        &server,
+    ));
 
     let validation = if has_data {
         validate(

@@ -22,6 +22,7 @@ fn model(name: &str, best: (f64, f64), cpus: Vec<f64>, rows: Vec<Vec<f64>>) -> J
         normalized: rows,
         best_cpus_per_gpu: best.0,
         best_memory_gib_per_gpu: best.1,
+        footprint_gib_per_gpu: None,
         path: format!("{name}.json").into(),
     }
 }
