@@ -235,7 +235,21 @@ pub fn explain_or_repair(
             abs[f.row][f.col] = abs[f.best_row][f.col];
             m.normalized[f.row][f.col] = m.normalized[f.best_row][f.col];
         }
-        per_gpu.normalized = m.normalized.clone();
+        follow_matrix(m, per_gpu, demand, gpus, server);
+    }
+    warnings
+}
+
+/// The per-GPU view and the demand made again from a matrix whose cells changed.
+fn follow_matrix(
+    m: &Matrix,
+    per_gpu: &mut PerGpuMatrix,
+    demand: &mut Demand,
+    gpus: u32,
+    server: &ServerShape,
+) {
+    per_gpu.normalized = m.normalized.clone();
+    if let Some(abs) = &m.samples_per_s {
         *demand = demand_of(
             abs,
             &m.normalized,
@@ -246,7 +260,6 @@ pub fn explain_or_repair(
             demand.tolerance,
         );
     }
-    warnings
 }
 
 /// Makes every column of the matrix non-decreasing in cores (a job given more cores, all else equal, is
@@ -274,18 +287,7 @@ pub fn make_monotone_in_cores(
             }
         }
     }
-    per_gpu.normalized = m.normalized.clone();
-    if let Some(abs) = &m.samples_per_s {
-        *demand = demand_of(
-            abs,
-            &m.normalized,
-            &m.cpus,
-            &m.memory_gib,
-            gpus,
-            server,
-            demand.tolerance,
-        );
-    }
+    follow_matrix(m, per_gpu, demand, gpus, server);
     raised
 }
 
