@@ -74,7 +74,7 @@ pub fn take_reaped() -> Vec<Leftover> {
 /// Deals with what dead writers left in `dir`: a group killed between its renames is finished
 /// ([`finish_dead_commits`]), then every temporary file whose writer is no longer alive is removed. Run
 /// by every write, for each directory it writes in.
-pub fn reap_dir(dir: &Path) {
+fn reap_dir(dir: &Path) {
     finish_dead_commits(dir);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
