@@ -356,7 +356,7 @@ mod tests {
             memory_gib: 8.0,
         };
         let falling = |model: &FittedModel| {
-            let (mut m, mut per_gpu, mut demand) =
+            let (mut m, mut per_gpu, _) =
                 build(model, &[1.0, 2.0, 3.0], &[1.5, 3.0], 1, &server, 0.05);
             let abs = m.samples_per_s.as_mut().unwrap();
             for (row, t) in [300.0, 280.0, 290.0].into_iter().enumerate() {
@@ -365,7 +365,8 @@ mod tests {
                 m.normalized[row][0] = t / 900.0;
                 m.normalized[row][1] = t / 900.0;
             }
-            demand = demand_of(abs, &m.normalized, &m.cpus, &m.memory_gib, 1, &server, 0.05);
+            let mut demand =
+                demand_of(abs, &m.normalized, &m.cpus, &m.memory_gib, 1, &server, 0.05);
             let warnings = explain_or_repair(model, &mut m, &mut per_gpu, &mut demand, 1, &server);
             (m, per_gpu, demand, warnings)
         };
