@@ -114,14 +114,15 @@ pub fn demand_of(
     let best = abs.iter().flatten().cloned().fold(0.0, f64::max);
     // Smallest: least share of the server, counting cores and memory as fractions of the proportional
     // allocation, so neither resource's units dominate; ties go to fewer cores.
+    let fallen = falls_with_cores(abs);
     let mut pick: Option<(f64, usize, usize)> = None;
     for (i, &c) in cpus.iter().enumerate() {
         for (j, &m) in memory_gib.iter().enumerate() {
             if abs[i][j] + 1e-9 < (1.0 - tolerance) * best {
                 continue;
             }
-            // Never a cell that fewer cores beat at the same memory ([`falls_with_cores`]).
-            if (0..i).any(|k| abs[k][j] > abs[i][j] + 1e-9) {
+            // Never a cell that fewer cores beat at the same memory.
+            if fallen.iter().any(|f| (f.row, f.col) == (i, j)) {
                 continue;
             }
             let cost = c / prop_cpus + m / prop_mem;
@@ -152,9 +153,9 @@ pub fn demand_of(
 /// A cell of the matrix that fewer cores beat at the same memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fall {
-    /// Its row (cores) and column (memory).
+    /// Its row (cores).
     pub row: usize,
-    /// Its column.
+    /// Its column (memory).
     pub col: usize,
     /// The row of fewer cores with the most throughput in that column.
     pub best_row: usize,
