@@ -27,9 +27,21 @@ pub(super) struct Calibration {
     pub(super) fit: Option<HitCurveFit>,
     /// Per trial that measured it, (hit ratio, CPU-seconds per sample).
     pub(super) cpu: Vec<(f64, f64)>,
-    /// Per epoch of the trials, cold one included, (hit ratio, samples per second): each bounds how
-    /// long a miss can block a loader ([`crate::format::profile::MissCost::wait_bound`]).
-    pub(super) epochs: Vec<(f64, f64)>,
+    /// Every epoch of the trials, cold one included: each bounds how long a miss can block a loader
+    /// ([`crate::format::profile::MissCost::wait_bound`]).
+    pub(super) epochs: Vec<EpochSeen>,
+}
+
+/// One epoch of a calibration trial, as the fit reads it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct EpochSeen {
+    /// Hit ratio, from the storage it read.
+    pub(super) hit: f64,
+    /// Samples per second.
+    pub(super) samples_per_s: f64,
+    /// Whether the cache was full from its start, so that every miss also reclaimed a page: every
+    /// epoch but a trial's first, which starts cold with the cache empty.
+    pub(super) cache_full: bool,
 }
 
 impl Calibration {
@@ -171,11 +183,13 @@ pub(super) fn calibrate(
             fetch.learn_first_epoch(plan, sweep, &t);
         }
         let hit = |read: f64| (1.0 - read / fetch.model.mean_sample_bytes).clamp(0.0, 1.0);
-        out.epochs.extend(
-            t.epochs
-                .iter()
-                .filter_map(|e| Some((hit(e.storage_read_bytes_per_sample?), e.samples_per_s))),
-        );
+        out.epochs.extend(t.epochs.iter().filter_map(|e| {
+            Some(EpochSeen {
+                hit: hit(e.storage_read_bytes_per_sample?),
+                samples_per_s: e.samples_per_s,
+                cache_full: e.epoch > 0,
+            })
+        }));
         // Only whole epochs with the cache steady say what the cache keeps; a trial cut off by its
         // longest duration first (an epoch longer than that) measured the cold fill.
         if t.throughput.whole_epochs == 0 {
