@@ -97,7 +97,8 @@ pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] {pos}/{len} trials (ETA {eta}) {wide_msg}",
+        // The plan says in the prefix what is left, once its model's rates say it.
+        "{spinner} [{elapsed_precise}] {pos}/{len} trials {prefix} {wide_msg}",
     ) {
         bar.set_style(style);
     }
@@ -169,6 +170,8 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         gpus: args.gpus,
         server: args.server,
         validate: args.validate,
+        held_out: None,
+        budget_s: parse_budget(&args.budget)?,
         exhaustive: args.exhaustive,
         resume: args.resume,
         storage_limit: args.limits.storage_bps,
@@ -177,6 +180,24 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         refine_tolerance: plan::DEFAULT_REFINE_TOLERANCE,
         recorded: None,
     })
+}
+
+/// `--budget`: a duration as people type it (`10m`, `90s`, `1h 30m`), or `none`, in seconds.
+fn parse_budget(s: &str) -> Result<Option<f64>, InputError> {
+    if s.trim() == "none" {
+        return Ok(None);
+    }
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if !d.is_zero() => Ok(Some(d.as_secs_f64())),
+        Ok(_) => Err(InputError::new(
+            "--budget",
+            "must be longer than 0 (or `none`)",
+        )),
+        Err(e) => Err(InputError::new(
+            "--budget",
+            format!("`{s}` is not a duration ({e}): write it as 10m, 90s or 1h, or `none`"),
+        )),
+    }
 }
 
 /// Runs `predict`: a profile's throughput at one allocation.

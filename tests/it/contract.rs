@@ -138,6 +138,8 @@ const TABLE: &[Row] = &[
     // profile
     row(&["profile", "text", "--gpus", "0"], NONE, &["--gpus"]),
     row(&["profile", "text", "--tolerance", "1"], NONE, &["--tolerance"]),
+    row(&["profile", "text", "--budget", "5 parsecs"], NONE, &["--budget", "not a duration"]),
+    row(&["profile", "text", "--budget", "0s"], NONE, &["--budget", "longer than 0"]),
     row(&["profile", "text", "--cpus", "0,1"], NONE, &["--cpus"]),
     row(&["profile", "text", "--cpus", "1,0.5"], NONE, &["--cpus", "increasing"]),
     row(&["profile", "text", "--cpus", "4096"], NONE, &["--cpus", "this host has"]),

@@ -1,5 +1,6 @@
 //! `synergy profile` end to end on a small text workload: the file round-trips through `predict`, an
-//! interrupted profile resumes without re-measuring, a profile on a host kept busy says so without
+//! interrupted profile resumes without re-measuring, a budget too short for the held-out points leaves
+//! them out and says so, a profile on a host kept busy says so without
 //! re-running every trial, and bad profile files are refused by field.
 
 use crate::common;
@@ -101,6 +102,39 @@ fn a_profile_round_trips_through_predict() {
         .unwrap()
         .iter()
         .any(|s| s["at_core_speed"] == true && s["points"] == 1));
+    replay_reproduces(d.path(), &spec, &out, &p);
+}
+
+/// A `--budget` the model's own trials use up leaves the held-out points unmeasured, and the profile says
+/// which and why; the profile is written whole and replays as it was.
+#[test]
+fn a_budget_too_short_for_the_held_out_points_leaves_them_out_and_says_so() {
+    if common::skip_without_cgroups() {
+        return;
+    }
+    let _g = common::serial();
+    let d = tempfile::tempdir().unwrap();
+    let spec = small_text_spec(d.path());
+    let out = d.path().join("text.json");
+    let out_s = out.display().to_string();
+    let mut args = profile_args(&spec, &out_s);
+    let at = args.iter().position(|a| *a == "--validate").unwrap();
+    args[at + 1] = "2";
+    args.extend(["--budget", "1s"]);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(p["validation"].as_array().map_or(0, Vec::len), 0, "{p:#}");
+    let warnings = p["warnings"].as_array().unwrap();
+    let said = warnings
+        .iter()
+        .filter_map(|w| w.as_str())
+        .find(|w| w.contains("--budget"))
+        .unwrap_or_else(|| panic!("no warning names the budget: {warnings:#?}"));
+    assert!(
+        said.starts_with("2 of the 2 held-out points were not measured") && said.contains("1s"),
+        "{said}"
+    );
     replay_reproduces(d.path(), &spec, &out, &p);
 }
 

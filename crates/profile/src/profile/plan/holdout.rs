@@ -6,12 +6,16 @@ use super::{Plan, ProfileRunError};
 use crate::format::profile::HitModel;
 use crate::format::profile::{ErrorSummary, FittedModel, TrialRole, ValidationPoint};
 use crate::measure::hostspeed::pipeline_speedup;
-use crate::measure::TrialError;
+use crate::measure::{TrialError, TrialRequest};
 use crate::units::{Bytes, GIB};
+use std::time::Duration;
 
 /// Stage 6: held-out grid points and, on request, the whole grid, under their real constraint (a memory
 /// limit for the page cache, `SYNERGY_CACHE_BYTES` for an application cache), each after the cache is
-/// steady, with every model's prediction beside the measurement.
+/// steady, with every model's prediction beside the measurement. A held-out point that would take longer
+/// than the budget leaves ([`ProfileRequest::budget_s`]) is not measured, and the profile says so.
+///
+/// [`ProfileRequest::budget_s`]: super::ProfileRequest::budget_s
 pub(super) fn validate(
     run: &mut Runner,
     plan: &Plan,
@@ -19,11 +23,18 @@ pub(super) fn validate(
     memory_axis: &[f64],
     reference_speed: Option<f64>,
 ) -> Result<Vec<ValidationPoint>, ProfileRunError> {
-    let mut points: Vec<(TrialRole, f64, f64)> =
-        held_out(&plan.cpu_axis, memory_axis, plan.req.validate)
-            .into_iter()
-            .map(|(c, mg)| (TrialRole::Validation, c, mg))
-            .collect();
+    let picked = match &plan.req.held_out {
+        Some(points) => points.clone(),
+        None => held_out(&plan.cpu_axis, memory_axis, plan.req.validate),
+    };
+    let mut points: Vec<(TrialRole, f64, f64)> = picked
+        .into_iter()
+        .map(|(c, mg)| (TrialRole::Validation, c, mg))
+        .collect();
+    let held = points.len();
+    let model_s = run.started.elapsed().as_secs_f64();
+    // Per point not measured: cores, GiB, the seconds it would take and the seconds that were left.
+    let mut left_out: Vec<(f64, f64, f64, f64)> = Vec::new();
     if plan.req.exhaustive {
         for &c in &plan.cpu_axis {
             for &mg in memory_axis {
@@ -31,13 +42,43 @@ pub(super) fn validate(
             }
         }
     }
+    // Each point's trial, and how long it should take (nothing where it is journaled).
+    let trials: Vec<(TrialRole, f64, f64, TrialRequest, f64)> = points
+        .into_iter()
+        .map(|(role, c, mg)| {
+            let mut r = plan.constrained(c);
+            let mem = mg * GIB;
+            match plan.hit_model {
+                HitModel::Minio => {
+                    r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem) as u64))
+                }
+                HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
+            }
+            let need = if run.is_journaled(role, Some(mg), &r) {
+                0.0
+            } else {
+                expected_trial_s(plan, model, c, mem, &r) + run.overhead_s()
+            };
+            (role, c, mg, r, need)
+        })
+        .collect();
+    let mut to_go: f64 = trials.iter().map(|t| t.4).sum();
     let mut validation = Vec::new();
-    for (role, c, mg) in points {
-        let mut r = plan.constrained(c);
+    for (role, c, mg, r, need) in trials {
         let mem = mg * GIB;
-        match plan.hit_model {
-            HitModel::Minio => r.cache_bytes = Some(Bytes(model.stall.cache_bytes(c, mem) as u64)),
-            HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
+        // What is left of this stage, from the model's rates rather than the plan's average trial
+        // (a held-out trial runs four epochs where a cached one runs a few seconds).
+        run.bar.set_prefix(format!(
+            "(about {} to go)",
+            humantime::format_duration(Duration::from_secs(to_go.round() as u64))
+        ));
+        to_go -= need;
+        if let (TrialRole::Validation, Some(budget)) = (role, plan.req.budget_s) {
+            let left = budget - run.started.elapsed().as_secs_f64();
+            if need > left {
+                left_out.push((c, mg, need, left.max(0.0)));
+                continue;
+            }
         }
         let t = match run.trial(role, Some(mg), r) {
             Ok(t) => t,
@@ -81,7 +122,37 @@ pub(super) fn validate(
             role,
         });
     }
+    if let (Some(budget), Some(&(c, mg, need, left))) = (plan.req.budget_s, left_out.first()) {
+        run.warnings.push(format!(
+            "{} of the {held} held-out points were not measured, to keep this profile within its \
+             budget of {} (--budget): the first, at {c} cores and {mg} GiB, would have taken about \
+             {need:.0} s with {left:.0} s left, the model's trials having taken {model_s:.0} s; give \
+             a longer --budget (or --budget none) to measure them",
+            left_out.len(),
+            humantime::format_duration(Duration::from_secs(budget.round() as u64)),
+        ));
+    }
     Ok(validation)
+}
+
+/// About how long a memory-limited trial at `cpus` cores and `memory_bytes` runs, seconds: the epochs
+/// it waits out and the one it measures, at the rate the model predicts there, no longer than the
+/// trial's own cap (`req`).
+fn expected_trial_s(
+    plan: &Plan,
+    model: &FittedModel,
+    cpus: f64,
+    memory_bytes: f64,
+    req: &TrialRequest,
+) -> f64 {
+    let cap = req.estimator.max_total_s;
+    let stall = &model.stall;
+    let rate = model.predict(cpus, memory_bytes, None).samples_per_s;
+    if stall.fetch.mean_sample_bytes <= 0.0 || rate <= 0.0 {
+        return cap;
+    }
+    let epoch_s = stall.dataset_bytes as f64 / stall.fetch.mean_sample_bytes / rate;
+    ((plan.warmup_epochs() + 1) as f64 * epoch_s).min(cap)
 }
 
 /// `n` grid points spread over the grid, leaving out the column the CPU sweep measured (the last,

@@ -102,6 +102,13 @@ pub struct ProfileRequest {
     pub server: Option<ServerShape>,
     /// Held-out grid points to measure.
     pub validate: usize,
+    /// The held-out points, in order, where they are known beforehand (a replay: those its profile
+    /// holds); `None`: [`held_out`] picks [`ProfileRequest::validate`] of them.
+    pub held_out: Option<Vec<(f64, f64)>>,
+    /// Wall time this run may take, seconds; `None`: no limit. A held-out point that would not fit in
+    /// what is left is not measured, and the profile says so; the measuring stages and an
+    /// `--exhaustive` grid always run (docs/profile-format.md, "How the trials run").
+    pub budget_s: Option<f64>,
     /// Measure the whole grid as well.
     pub exhaustive: bool,
     /// Reuse trials journaled by an interrupted run.
@@ -231,6 +238,14 @@ pub fn run_profile(
     };
     let mut run = Runner::open(req, journal_path.clone(), Cores(c_max), bar, cancel)?;
     bar.set_length(planned_trials(req, &cpu_axis));
+    // How long the held-out trials take is known once the model gives their rates (stage 6).
+    bar.set_prefix(match req.budget_s {
+        Some(b) => format!(
+            "(measuring the model; budget {})",
+            humantime::format_duration(std::time::Duration::from_secs(b.round() as u64))
+        ),
+        None => "(measuring the model)".to_string(),
+    });
 
     let (spec, no_memory_axis) = discover(&mut run, &req.spec, c_max)?;
     let plan = Plan {
@@ -563,6 +578,8 @@ mod tests {
             gpus: None,
             server: None,
             validate: 2,
+            held_out: None,
+            budget_s: None,
             exhaustive: false,
             resume: false,
             storage_limit: None,

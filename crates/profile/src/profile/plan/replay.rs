@@ -175,6 +175,9 @@ pub fn replay_request(
         gpus: Some(profile.workload.gpus),
         server: Some(profile.server),
         validate: count(TrialRole::Validation),
+        held_out: Some(recorded_held_out(profile)),
+        // Nothing is measured: every trial it holds is replayed.
+        budget_s: None,
         exhaustive: count(TrialRole::Exhaustive) > 0,
         resume: false,
         storage_limit: recorded.host.storage_limit_bytes_per_s.map(BytesPerSec),
@@ -183,6 +186,24 @@ pub fn replay_request(
         refine_tolerance: DEFAULT_REFINE_TOLERANCE,
         recorded: Some(recorded),
     })
+}
+
+/// The held-out points a profile measured, in order, each once: a budget or an OOM kill can have left
+/// out some of those its `--validate` asked for, so the count alone does not say which they were.
+fn recorded_held_out(profile: &Profile) -> Vec<(f64, f64)> {
+    let mut points = Vec::new();
+    for t in profile
+        .trials
+        .iter()
+        .filter(|t| t.role == TrialRole::Validation)
+    {
+        if let Some(point) = t.memory_gib.map(|m| (t.result.allocation.cpus.0, m)) {
+            if !points.contains(&point) {
+                points.push(point);
+            }
+        }
+    }
+    points
 }
 
 #[cfg(test)]

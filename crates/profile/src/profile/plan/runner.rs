@@ -53,6 +53,11 @@ pub(super) struct Runner<'a> {
     /// A replay of this profile file: every trial comes from the journal, and one it lacks is an error,
     /// not a measurement.
     pub(super) replay_of: Option<String>,
+    /// When this run of the plan began: a `--budget` counts from here.
+    pub(super) started: Instant,
+    /// Per trial run, the seconds it took beyond its own run of the workload (setting up its domain and
+    /// dataset, tearing down): what the next one will cost on top of its epochs.
+    overheads_s: Vec<f64>,
     /// The profile's cores, held for the whole run so that no other synergy process takes them between
     /// trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
     /// replay holds none: it runs nothing on them.
@@ -189,8 +194,31 @@ impl<'a> Runner<'a> {
             slow_host: SlowHost::default(),
             accelerator_samples_per_s: None,
             replay_of: recorded.map(|r| r.origin.clone()),
+            started: Instant::now(),
+            overheads_s: Vec::new(),
             _held: held,
         })
+    }
+
+    /// Whether a trial of `role` (at `memory_gib`) with request `req` is journaled, so that asking for it
+    /// takes no time.
+    pub(super) fn is_journaled(
+        &self,
+        role: TrialRole,
+        memory_gib: Option<f64>,
+        req: &TrialRequest,
+    ) -> bool {
+        self.journal
+            .journaled(&key_of(role, memory_gib, req))
+            .is_some()
+    }
+
+    /// The seconds a trial run so far took beyond its own run of the workload, at the median; 0 before
+    /// any ran.
+    pub(super) fn overhead_s(&self) -> f64 {
+        let mut v = self.overheads_s.clone();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
     }
 
     /// Runs a trial of `role` (at `memory_gib` on the grid, if it is a grid point), or returns the
@@ -228,6 +256,7 @@ impl<'a> Runner<'a> {
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
+            let began = Instant::now();
             let mut r = match measure::run_trial(&req, self.bar, self.cancel) {
                 // A slow workload at few cores (a real model on a quarter core) needs longer than
                 // the plan's usual trial for enough steps: once, give it several times as long.
@@ -241,6 +270,8 @@ impl<'a> Runner<'a> {
                 }
                 r => r?,
             };
+            self.overheads_s
+                .push((began.elapsed().as_secs_f64() - r.duration_s).max(0.0));
             let slow = self.speed.judge(&mut r);
             // Kept without touching what the runner knows of the host's speed: its core may well
             // have been slow, only its rate did not show it.
