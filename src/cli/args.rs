@@ -295,7 +295,7 @@ pub(super) struct ProfileArgs {
     /// Held-out grid points to measure under their real constraint.
     #[arg(long, default_value_t = 2)]
     pub(super) validate: usize,
-    /// Wall time the profile may take, e.g. 10m, 90s, 1h, or `none`: a held-out point that would not
+    /// Wall time the profile may take, e.g. 10m or 2h, or `none`: a held-out point that would not
     /// fit in what is left is not measured (the profile says so); the model's own trials and
     /// --exhaustive always run.
     #[arg(long, default_value = "30m", value_name = "DURATION")]
