@@ -114,7 +114,11 @@ pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
             if json {
                 out!("{}", render::json(&p)?)?;
             } else {
-                out!("{}", render::render_profile(&p, &out))?;
+                // The last lines say what a job should ask for, on the server the profile is normalized to.
+                let ask = crate::recommend::recommend(&p, &out, None, None)
+                    .map(|r| render::recommendation_summary(&r))
+                    .unwrap_or_else(|e| format!("  recommend    none: {e}\n"));
+                out!("{}{ask}", render::render_profile(&p, &out))?;
             }
             Ok(0)
         }
