@@ -101,10 +101,11 @@ pub(in crate::cli) fn recommendation_summary(r: &Recommendation) -> String {
     )
 }
 
-/// `#SBATCH` lines (`--gpus`, `--cpus-per-gpu`, `--mem-per-gpu`) for the head of a batch script.
+/// The head of a batch script: its interpreter line and the `#SBATCH` lines (`--gpus`,
+/// `--cpus-per-gpu`, `--mem-per-gpu`); the job's own commands follow.
 pub(in crate::cli) fn recommendation_sbatch(r: &Recommendation) -> String {
     let mut o = format!(
-        "# synergy recommend: {} ({}), {:.2}x the GPU-proportional share\n",
+        "#!/bin/bash\n# synergy recommend: {} ({}), {:.2}x the GPU-proportional share\n",
         r.workload, r.profile, r.vs_share
     );
     if r.nodes > 1 {
