@@ -308,3 +308,81 @@ fn rests_on(
     }
     said
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shipped(name: &str) -> (Profile, std::path::PathBuf) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+        (Profile::read(&path).unwrap(), path)
+    }
+
+    fn dgx() -> ServerShape {
+        "8gpu,96cpu,1tb".parse().unwrap()
+    }
+
+    #[test]
+    fn the_ask_is_the_demand_rounded_up_per_gpu_and_times_the_gpus() {
+        let (p, path) = shipped("profiles/image.json");
+        let r = recommend(&p, &path, Some(dgx()), Some(4)).unwrap();
+        // 1.25 cores and 0.3879 GiB per GPU: 2 whole cores, 398 MB.
+        assert_eq!(
+            r.per_gpu,
+            Ask {
+                cpus: 2,
+                memory_mb: 398
+            }
+        );
+        assert_eq!(
+            r.job,
+            Ask {
+                cpus: 8,
+                memory_mb: 1592
+            }
+        );
+        assert_eq!((r.loader_workers_per_rank, r.intra_op_threads), (2, 2));
+        assert_eq!((r.nodes, r.gpus_per_node), (1, 4));
+        assert!(r
+            .rests_on
+            .iter()
+            .any(|w| w.contains("profiled with 1 GPU(s)")));
+    }
+
+    #[test]
+    fn one_core_fewer_costs_what_the_matrix_says_and_one_more_buys_nothing() {
+        let (p, path) = shipped("profiles/zoo/res18.json");
+        let r = recommend(&p, &path, Some(dgx()), Some(8)).unwrap();
+        assert_eq!(r.per_gpu.cpus, 9);
+        let fewer = &r.steps[0];
+        assert_eq!(fewer.per_gpu.cpus, 8.0);
+        let expected = crate::predict::predict(&p, 8.0, fewer.per_gpu.memory_gib).normalized
+            / crate::predict::predict(&p, 9.0, fewer.per_gpu.memory_gib).normalized;
+        assert!((fewer.relative.unwrap() - expected).abs() < 1e-12);
+        assert!(fewer.relative.unwrap() < 0.95);
+        assert_eq!(r.steps[1].relative, Some(1.0));
+    }
+
+    #[test]
+    fn a_server_that_cannot_hold_the_job_is_refused_by_flag() {
+        let (p, path) = shipped("profiles/zoo/res18.json");
+        let small: ServerShape = "8gpu,24cpu,500gb".parse().unwrap();
+        let e = recommend(&p, &path, Some(small), Some(8)).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("--server") && msg.contains("72 cores"),
+            "{msg}"
+        );
+        // Two GPUs of it fit on that server's 24 cores.
+        assert!(recommend(&p, &path, Some(small), Some(2)).is_ok());
+    }
+
+    #[test]
+    fn more_gpus_than_a_server_span_nodes() {
+        let (p, path) = shipped("profiles/zoo/gnmt.json");
+        let shape: ServerShape = "4gpu,32cpu,256gb".parse().unwrap();
+        let r = recommend(&p, &path, Some(shape), Some(12)).unwrap();
+        assert_eq!((r.nodes, r.gpus_per_node), (3, 4));
+        assert_eq!(r.job.cpus, r.per_gpu.cpus * 12);
+    }
+}
