@@ -3,9 +3,8 @@
 //! runs with exactly the cores, memory and GPUs the recommendation names, as `scontrol show job` says.
 //! Needs root and the daemons; the test fails and says so otherwise.
 
-use crate::common::{self, serial};
+use crate::common::{self, job_field as field, job_running, serial};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// The local node's shape as `--server` takes it, from `sinfo` (memory in whole GiB, rounded down so
 /// that an ask within it fits the node).
@@ -23,13 +22,6 @@ fn node_shape() -> String {
     let gpus = f[2].rsplit(':').next().unwrap();
     let gib = f[1].parse::<u64>().unwrap() / 1024;
     format!("{gpus}gpu,{}cpu,{gib}gb", f[0])
-}
-
-/// `Key=value` of a `scontrol show job -o` line.
-fn field<'a>(job: &'a str, key: &str) -> &'a str {
-    job.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-        .unwrap_or_else(|| panic!("no {key} in {job}"))
 }
 
 /// Cancels the jobs it holds when dropped, a failing test's too.
@@ -81,40 +73,27 @@ fn the_sbatch_lines_give_a_job_exactly_the_recommended_resources() {
             format!("{head}#SBATCH --output=/dev/null\n#SBATCH --chdir=/\nsleep 30\n"),
         )
         .unwrap();
-        let test_only = Command::new("sbatch")
-            .arg("--test-only")
-            .arg(&script)
-            .output()
-            .unwrap();
+        let sbatch = |flag: &str| {
+            Command::new("sbatch")
+                .arg(flag)
+                .arg(&script)
+                .output()
+                .unwrap()
+        };
+        let test_only = sbatch("--test-only");
         assert!(
             test_only.status.success(),
             "sbatch --test-only refused\n{head}: {}",
             String::from_utf8_lossy(&test_only.stderr)
         );
-        let submitted = Command::new("sbatch")
-            .arg("--parsable")
-            .arg(&script)
-            .output()
-            .unwrap();
+        let submitted = sbatch("--parsable");
         assert!(submitted.status.success(), "{submitted:?}");
         let id = String::from_utf8_lossy(&submitted.stdout)
             .trim()
             .to_string();
         jobs.0.push(id.clone());
         // What the job was given, once it runs: its cores, memory and GPUs as the recommendation says.
-        let deadline = Instant::now() + Duration::from_secs(90);
-        let show = loop {
-            let out = Command::new("scontrol")
-                .args(["show", "job", "-o", &id])
-                .output()
-                .unwrap();
-            let show = String::from_utf8_lossy(&out.stdout).into_owned();
-            if field(&show, "JobState") == "RUNNING" {
-                break show;
-            }
-            assert!(Instant::now() < deadline, "job {id} never ran: {show}");
-            std::thread::sleep(Duration::from_millis(200));
-        };
+        let show = job_running(&id);
         // Per GPU as asked, and in all as allocated (Slurm shows memory in M, or G when whole enough).
         assert_eq!(
             field(&show, "TresPerJob"),
