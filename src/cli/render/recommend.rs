@@ -96,8 +96,9 @@ pub(in crate::cli) fn render_recommendation(r: &Recommendation) -> String {
 /// The closing lines of `synergy profile`: the ask on the profile's own server.
 pub(in crate::cli) fn recommendation_summary(r: &Recommendation) -> String {
     format!(
-        "{}  (`synergy recommend FILE --server SHAPE --format sbatch|torchrun|k8s` for yours)\n",
-        ask_lines(r, "  recommend    ").trim_end()
+        "{}               for your servers: synergy recommend {} --server SHAPE --format sbatch|torchrun|k8s\n",
+        ask_lines(r, "  recommend    "),
+        r.profile
     )
 }
 
