@@ -15,11 +15,12 @@ MATURIN_VERSION=1.16.0
 tools="${SYNERGY_MATURIN_VENV:-${HOME:-/root}/.cache/synergy/maturin-venv}"
 python="${SYNERGY_PYTHON:?set SYNERGY_PYTHON to a python with torch (scripts/install-pytorch.sh prints one)}"
 
-step_start=$(date +%s.%N)
+step_start=$(date +%s%N)
 step() {
   local now
-  now=$(date +%s.%N)
-  printf 'test-install: %s in %.1f s\n' "$1" "$(echo "$now - $step_start" | bc)"
+  now=$(date +%s%N)
+  local ds=$(((now - step_start) / 100000000))
+  echo "test-install: $1 in $((ds / 10)).$((ds % 10)) s"
   step_start=$now
 }
 
