@@ -385,4 +385,29 @@ mod tests {
         assert_eq!((r.nodes, r.gpus_per_node), (3, 4));
         assert_eq!(r.job.cpus, r.per_gpu.cpus * 12);
     }
+
+    #[test]
+    fn what_the_profile_cannot_say_is_said() {
+        let (mut p, path) = shipped("profiles/image.json");
+        p.workload.no_memory_axis = Some("its data are not files".into());
+        let r = recommend(&p, &path, None, None).unwrap();
+        assert!(
+            r.rests_on[0].contains("own reference shape"),
+            "{:?}",
+            r.rests_on
+        );
+        assert!(r
+            .rests_on
+            .iter()
+            .any(|w| w.contains("the footprint alone") && w.contains("its data are not files")));
+        let (p, path) = shipped("tests/data/formats/profile/1.12.json");
+        let r = recommend(&p, &path, Some(dgx()), None).unwrap();
+        assert!(
+            r.rests_on
+                .iter()
+                .any(|w| w.contains("G was not told apart")),
+            "{:?}",
+            r.rests_on
+        );
+    }
 }

@@ -85,6 +85,7 @@ const COMMANDS: &[(&str, &str)] = &[
     ("recommend_zoo_dgx_torchrun", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8 --format torchrun"),
     ("recommend_zoo_dgx_k8s", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8 --format k8s"),
     ("recommend_ddp_json", "recommend profiles/pytorch-ddp-resnet18-small.json --server 8gpu,96cpu,1tb --json"),
+    ("recommend_g_not_separated", "recommend tests/data/formats/profile/1.12.json --server 8gpu,96cpu,1tb"),
     ("recommend_two_nodes_sbatch", "recommend profiles/zoo/gnmt.json --server 4gpu,32cpu,256gb --gpus 12 --format sbatch"),
 ];
 
