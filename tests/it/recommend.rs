@@ -95,26 +95,14 @@ fn the_sbatch_lines_give_a_job_exactly_the_recommended_resources() {
         // What the job was given, once it runs: its cores, memory and GPUs as the recommendation says.
         let show = job_running(&id);
         // Per GPU as asked, and in all as allocated (Slurm shows memory in M, or G when whole enough).
-        assert_eq!(
-            field(&show, "TresPerJob"),
-            format!("gres:gpu:{gpus}"),
-            "{show}"
-        );
-        assert_eq!(
-            field(&show, "CpusPerTres"),
-            format!("gres:gpu:{cpus_per_gpu}"),
-            "{show}"
-        );
-        assert_eq!(
-            field(&show, "MemPerTres"),
-            format!("gres:gpu:{mb_per_gpu}"),
-            "{show}"
-        );
-        assert_eq!(
-            field(&show, "NumCPUs"),
-            (cpus_per_gpu * gpus).to_string(),
-            "{show}"
-        );
+        for (key, want) in [
+            ("TresPerJob", format!("gres:gpu:{gpus}")),
+            ("CpusPerTres", format!("gres:gpu:{cpus_per_gpu}")),
+            ("MemPerTres", format!("gres:gpu:{mb_per_gpu}")),
+            ("NumCPUs", (cpus_per_gpu * gpus).to_string()),
+        ] {
+            assert_eq!(field(&show, key), want, "{profile}: {show}");
+        }
         let tres: Vec<&str> = field(&show, "TRES").split(',').collect();
         assert!(
             tres.contains(&format!("cpu={}", cpus_per_gpu * gpus).as_str()),
