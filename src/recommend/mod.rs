@@ -298,7 +298,7 @@ fn rests_on(
     );
     if share.cpus > max_c + 1e-9 || share.memory_gib > max_m + 1e-9 {
         said.push(format!(
-            "the server's share per GPU ({} cores, {:.2} GiB) lies beyond the matrix ({} cores, {:.2} GiB per \
+            "the server's share per GPU ({} core(s), {:.2} GiB) lies beyond the matrix ({} core(s), {:.2} GiB per \
              GPU at most): the share's throughput is the matrix's edge",
             Cores((share.cpus * 100.0).round() / 100.0),
             share.memory_gib,

@@ -10,13 +10,18 @@ fn gib(mb: u64) -> String {
     format!("{:.2} GiB", mb as f64 / 1024.0)
 }
 
+/// `n` cores in words: `1 core`, `2 cores`, `0.5 cores`.
+fn cores(n: f64) -> String {
+    format!("{} core{}", Cores(n), if n == 1.0 { "" } else { "s" })
+}
+
 /// The ask per GPU and in all, with its throughput, on two lines (each starting with `label`).
 fn ask_lines(r: &Recommendation, label: &str) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{label}per GPU {} cores, {}; job ({} GPU(s){}) {} cores, {}; {} loader workers and {} intra-op thread(s) per rank",
-        r.per_gpu.cpus,
+        "{label}per GPU {}, {}; job ({} GPU(s){}) {}, {}; {} loader worker(s) and {} intra-op thread(s) per rank",
+        cores(r.per_gpu.cpus as f64),
         gib(r.per_gpu.memory_mb),
         r.gpus,
         if r.nodes > 1 {
@@ -24,17 +29,17 @@ fn ask_lines(r: &Recommendation, label: &str) -> String {
         } else {
             String::new()
         },
-        r.job.cpus,
+        cores(r.job.cpus as f64),
         gib(r.job.memory_mb),
         r.loader_workers_per_rank,
         r.intra_op_threads
     );
     let _ = writeln!(
         o,
-        "{:width$}{:.2}x the GPU-proportional share ({} cores, {:.2} GiB per GPU), {:.0}% of the best{}",
+        "{:width$}{:.2}x the GPU-proportional share ({}, {:.2} GiB per GPU), {:.0}% of the best{}",
         "",
         r.vs_share,
-        Cores((r.share_per_gpu.cpus * 100.0).round() / 100.0),
+        cores((r.share_per_gpu.cpus * 100.0).round() / 100.0),
         r.share_per_gpu.memory_gib,
         100.0 * r.vs_best,
         r.samples_per_s
@@ -68,7 +73,7 @@ pub(in crate::cli) fn render_recommendation(r: &Recommendation) -> String {
     for s in &r.steps {
         let _ = writeln!(
             o,
-            "  {:<10} {} ({} cores, {:.3} GiB per GPU): {}",
+            "  {:<10} {} ({}, {:.3} GiB per GPU): {}",
             if s.per_gpu.cpus < r.per_gpu.cpus as f64
                 || s.per_gpu.memory_gib < r.per_gpu.memory_mb as f64 / 1024.0
             {
@@ -77,7 +82,7 @@ pub(in crate::cli) fn render_recommendation(r: &Recommendation) -> String {
                 "more"
             },
             s.change,
-            Cores(s.per_gpu.cpus),
+            cores(s.per_gpu.cpus),
             s.per_gpu.memory_gib,
             match s.relative {
                 None => "below the footprint: the job does not run".to_string(),
@@ -121,13 +126,13 @@ pub(in crate::cli) fn recommendation_sbatch(r: &Recommendation) -> String {
 /// torchrun's command line with the per-rank settings a script reads.
 pub(in crate::cli) fn recommendation_torchrun(r: &Recommendation) -> String {
     format!(
-        "# synergy recommend: {} ({}), {} cores and {} per rank\n\
+        "# synergy recommend: {} ({}), {} and {} per rank\n\
          # in the script: DataLoader(..., num_workers={}) and torch.set_num_threads({})\n\
          export OMP_NUM_THREADS={}\n\
          torchrun --nnodes={} --nproc_per_node={} train.py\n",
         r.workload,
         r.profile,
-        r.per_gpu.cpus,
+        cores(r.per_gpu.cpus as f64),
         gib(r.per_gpu.memory_mb),
         r.loader_workers_per_rank,
         r.intra_op_threads,
