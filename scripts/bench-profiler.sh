@@ -139,7 +139,7 @@ def report(name, p):
         print(f"{'':<24} repeats (budgets our model predicts within 1%): {'; '.join(alike)}")
     # The speed probe per core count, over the reference the model's CPU stage is taken to: a core count
     # whose sweep and grid trials both read off 1 is that shape's own reading, not the host's drift
-    # (profiles/README.md: half a core reads about 1% slow, and so does the pipeline there).
+    # (docs/measurement-history.md: half a core reads about 1% slow, and so does the pipeline there).
     ref = ((p.get("model") or {}).get("core_speed") or {}).get("reference_ops_per_cpu_s")
     def probe(role, c):
         r = [t["result"]["disturbance"]["core_ops_per_cpu_s"] / ref for t in p["trials"]

@@ -8,8 +8,10 @@
 #     single-node cluster, whose job-submit plugin runs a pass-through script otherwise;
 #   - the pinned PyTorch for tests/it/pytorch.rs (CPU execution is enough): scripts/install-pytorch.sh, a virtual
 #     environment outside the clone, reused when present; it prints its interpreter;
-#   - after the suite (when it ran whole, with no arguments), the tests of real isolation again on a cgroup
-#     v2 kernel in a small VM (scripts/test-cgroup2.sh, with scripts/cgroup2-vm.sh): this host is v1.
+#   - after the suite (when it ran whole, with no arguments), each way to install synergy from the suite's
+#     release build (scripts/test-install.sh: cargo install, the Python wheel in a fresh virtual environment
+#     running the probe, completions, man page; about 15 s), and the tests of real isolation again on a
+#     cgroup v2 kernel in a small VM (scripts/test-cgroup2.sh, with scripts/cgroup2-vm.sh): this host is v1.
 # Needs root (cgroups, apt-get, the daemons), as every test of real isolation does.
 #
 # usage: scripts/test.sh [CARGO TEST ARGS...]
@@ -22,5 +24,6 @@ export SYNERGY_PYTHON
 
 cargo test --release --workspace "$@"
 if [[ $# -eq 0 ]]; then
+  scripts/test-install.sh
   scripts/test-cgroup2.sh
 fi

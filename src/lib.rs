@@ -8,7 +8,7 @@
 //! scheduler side is [`sched`] (policies and mechanisms) and [`sim`] (the cluster simulator that drives
 //! them over traces); [`exec`] runs a job list for real with the same policies and mechanisms, locally or
 //! on Slurm. This crate adds what faces the user: [`import`] of cluster traces, [`plot`] of profiles and
-//! simulations, the Slurm [`advisor`], and [`cli`], the command line over them.
+//! simulations, the Slurm [`advisor`], what a job should ask for ([`recommend`]), and [`cli`], the command line over them.
 
 pub use synergy_exec::*;
 
@@ -16,3 +16,4 @@ pub mod advisor;
 pub mod cli;
 pub mod import;
 pub mod plot;
+pub mod recommend;

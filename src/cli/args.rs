@@ -15,7 +15,7 @@ use std::path::PathBuf;
     version = crate::BUILD,
     about = "Profile and schedule deep-learning training jobs by their CPU and memory sensitivity"
 )]
-pub(super) struct Cli {
+pub(in crate::cli) struct Cli {
     #[command(subcommand)]
     pub(super) command: Command,
 }
@@ -69,6 +69,69 @@ pub(super) enum Command {
     /// Bring profiles to a Slurm cluster the administrators keep scheduling themselves.
     #[command(subcommand)]
     Slurm(SlurmCmd),
+    /// Say what a job should ask for per GPU and in all (cores, memory, loader workers, threads), what
+    /// that gives against the GPU-proportional share, and the settings as #SBATCH lines, torchrun and
+    /// DataLoader settings, a Kubernetes resources block or JSON.
+    #[command(after_help = RECOMMEND_EXAMPLES)]
+    Recommend(RecommendArgs),
+    /// Print a shell's completion script for synergy (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = COMPLETIONS_EXAMPLES)]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print synergy's man page (roff) on standard output.
+    #[command(
+        after_help = "Example:\n  synergy man > ~/.local/share/man/man1/synergy.1 && man synergy"
+    )]
+    Man,
+}
+
+const RECOMMEND_EXAMPLES: &str = "Examples:
+  synergy recommend profiles/image.json                                  # on the profile's own server shape
+  synergy recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8
+  synergy recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --format sbatch > job.sbatch.head
+  synergy recommend profiles/image.json --format torchrun
+  synergy recommend profiles/image.json --server 4gpu,32cpu,256gb --format k8s
+  synergy recommend profiles/image.json --json";
+
+const COMPLETIONS_EXAMPLES: &str = "Examples:
+  synergy completions bash > ~/.local/share/bash-completion/completions/synergy
+  synergy completions zsh > ~/.zfunc/_synergy     # with fpath+=~/.zfunc before compinit
+  synergy completions fish > ~/.config/fish/completions/synergy.fish";
+
+#[derive(Debug, clap::Args)]
+pub(super) struct RecommendArgs {
+    /// A profile file.
+    pub(super) profile: PathBuf,
+    /// The server the job runs on, e.g. 8gpu,96cpu,1tb (default: the shape the profile is normalized
+    /// to, the profiling host for a measured profile).
+    #[arg(long, value_name = "SHAPE")]
+    pub(super) server: Option<ServerShape>,
+    /// GPUs of the job, at least 1 (default: the profiled job's); more than a server's span nodes.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(super) gpus: Option<u32>,
+    /// What to print.
+    #[arg(long, value_enum, default_value = "table")]
+    pub(super) format: RecommendFormat,
+    /// Print as JSON (the same as --format json).
+    #[arg(long, conflicts_with = "format")]
+    pub(super) json: bool,
+}
+
+/// The vocabularies `recommend` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum RecommendFormat {
+    /// For people: the ask, its throughput, the steps around it, what it rests on.
+    Table,
+    /// The whole recommendation for scripts.
+    Json,
+    /// #SBATCH lines for a batch script.
+    Sbatch,
+    /// torchrun's command line and the DataLoader and thread settings.
+    Torchrun,
+    /// A Kubernetes container's resources block (one pod per node).
+    K8s,
 }
 
 #[derive(Debug, Subcommand)]

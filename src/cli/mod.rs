@@ -38,8 +38,10 @@ mod flags;
 mod measure_cmd;
 mod plot_cmd;
 mod profile_cmd;
+mod recommend_cmd;
 mod render;
 mod run_cmd;
+mod self_doc_cmd;
 mod simulate_cmd;
 mod slurm_cmd;
 mod trace_cmd;
@@ -178,6 +180,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Workload(cmd) => dataset_cmd::workload_cmd(cmd),
         Command::Trace(cmd) => trace_cmd::trace_cmd(cmd),
         Command::Slurm(cmd) => slurm_cmd::slurm_cmd(cmd),
+        Command::Recommend(args) => recommend_cmd::recommend_cmd(args),
+        Command::Completions { shell } => self_doc_cmd::completions_cmd(shell),
+        Command::Man => self_doc_cmd::man_cmd(),
     }
 }
 

@@ -77,9 +77,17 @@ fn replay_cmd(args: ReplayArgs) -> anyhow::Result<i32> {
     if args.json {
         out!("{}", render::json(&p)?)?;
     } else {
-        out!("{}", render::render_profile(&p, &out))?;
+        out!("{}", profile_text(&p, &out))?;
     }
     Ok(0)
+}
+
+/// A profile for people, ending with what a job should ask for on the server it is normalized to.
+fn profile_text(p: &Profile, out: &Path) -> String {
+    let ask = crate::recommend::recommend(p, out, None, None)
+        .map(|r| render::recommendation_summary(&r))
+        .unwrap_or_else(|e| format!("  recommend    none: {e}\n"));
+    format!("{}{ask}", render::render_profile(p, out))
 }
 
 /// Runs `profile`; the exit code is 128 + the signal when one stopped it (its finished trials are kept).
@@ -115,7 +123,7 @@ pub(super) fn profile_cmd(mut args: ProfileArgs) -> anyhow::Result<i32> {
             if json {
                 out!("{}", render::json(&p)?)?;
             } else {
-                out!("{}", render::render_profile(&p, &out))?;
+                out!("{}", profile_text(&p, &out))?;
             }
             Ok(0)
         }

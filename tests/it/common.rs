@@ -501,3 +501,27 @@ pub fn small_text_spec(dir: &Path) -> String {
     std::fs::write(&p, text).unwrap();
     p.display().to_string()
 }
+
+/// `Key=value` of a `scontrol show job -o` line (values without spaces).
+pub fn job_field<'a>(job: &'a str, key: &str) -> &'a str {
+    job.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {job}"))
+}
+
+/// `scontrol show job -d -o` of `job` once it is RUNNING.
+pub fn job_running(job: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = Command::new("scontrol")
+            .args(["show", "job", "-d", "-o", job])
+            .output()
+            .unwrap();
+        let show = String::from_utf8_lossy(&out.stdout).into_owned();
+        if job_field(&show, "JobState") == "RUNNING" {
+            return show;
+        }
+        assert!(Instant::now() < deadline, "job {job} never ran: {show}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

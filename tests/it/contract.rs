@@ -62,6 +62,25 @@ const BAD_STATE: (&str, &str) = (
     "rounds_run": 0, "attained_s": 1e300}]}"#,
 );
 
+/// A profile without its demand vector.
+const NO_DEMAND: (&str, &str) = (
+    "nd.json",
+    r#"{"schema": "synergy-profile/1.12", "source": "test", "workload": {"name": "nd", "batch_size": 1,
+    "gpus": 1, "hit_model": "minio", "iter_time_s": 1.0}, "server": {"gpus": 8, "cpus": 24.0, "memory_gib": 500.0},
+    "matrix": {"cpus": [1.0], "memory_gib": [1.0], "normalized": [[1.0]], "proportional": {"cpus": 3.0,
+    "memory_gib": 62.5, "normalized": 1.0}}, "per_gpu": {"cpus": [1.0], "memory_gib": [1.0], "normalized": [[1.0]]}}"#,
+);
+/// The same profile with a demand of no cores.
+const ZERO_DEMAND: (&str, &str) = (
+    "zd.json",
+    r#"{"schema": "synergy-profile/1.12", "source": "test", "workload": {"name": "zd", "batch_size": 1,
+    "gpus": 1, "hit_model": "minio", "iter_time_s": 1.0}, "server": {"gpus": 8, "cpus": 24.0, "memory_gib": 500.0},
+    "matrix": {"cpus": [1.0], "memory_gib": [1.0], "normalized": [[1.0]], "proportional": {"cpus": 3.0,
+    "memory_gib": 62.5, "normalized": 1.0}}, "per_gpu": {"cpus": [1.0], "memory_gib": [1.0], "normalized": [[1.0]]},
+    "demand": {"job": {"cpus": 0, "memory_gib": 1, "normalized": 1}, "per_gpu": {"cpus": 0, "memory_gib": 1,
+    "normalized": 1}, "tolerance": 0.05}}"#,
+);
+
 const TABLE: &[Row] = &[
     // measure
     row(&["measure", "text", "--cpus", "0"], NONE, &["--cpus"]),
@@ -193,6 +212,28 @@ const TABLE: &[Row] = &[
     row(&["predict", "d", "--cpus", "1", "--mem", "1"], &[A_DIR], &["d", "is a directory"]),
     row(&["predict", "bad.json", "--cpus", "1", "--mem", "1"], &[BAD_JSON], &["bad.json"]),
     row(&["predict", IMAGE, "--cpus", "1", "--mem", "1e-300"], NONE, &["--mem", "footprint"]),
+    // recommend
+    row(&["recommend", "nd.json"], &[NO_DEMAND], &["nd.json", "demand"]),
+    row(&["recommend", "zd.json"], &[ZERO_DEMAND], &["zd.json", "demand.job.cpus"]),
+    row(
+        &["recommend", ZOO_RES18, "--server", "8gpu,24cpu,500gb", "--gpus", "8"],
+        NONE,
+        &["--server", "72 cores", "res18"],
+    ),
+    row(&["recommend", IMAGE, "--format", "yaml"], NONE, &["--format", "yaml"]),
+    row(&["recommend", IMAGE, "--gpus", "0"], NONE, &["--gpus"]),
+    row(&["recommend", IMAGE, "--server", "8gpu,24cpu"], NONE, &["--server", "memory"]),
+    row(&["recommend", IMAGE, "--json", "--format", "k8s"], NONE, &["--json", "--format"]),
+    row(&["recommend", "missing.json"], NONE, &["missing.json"]),
+    // completions, man
+    row(&["completions"], NONE, &["SHELL"]),
+    row(&["completions", "tcsh"], NONE, &["tcsh", "bash"]),
+    row(&["completions", "bash", "zsh"], NONE, &["zsh"]),
+    row(&["completions", "bash", "--out", "x"], NONE, &["--out"]),
+    row(&["man", "extra"], NONE, &["extra"]),
+    row(&["man", "--out", "x"], NONE, &["--out"]),
+    row(&["man", "--section", "5"], NONE, &["--section"]),
+    row(&["man", "-o"], NONE, &["-o"]),
     // simulate
     row(&["simulate", "--profiles", ZOO, "--jobs", "0", "--out", "o"], NONE, &["--jobs"]),
     row(&["simulate", "--profiles", ZOO, "--jobs", "9", "--round", "0"], NONE, &["--round"]),
@@ -810,6 +851,17 @@ fn trace_refuses_bad_input_by_contract() {
 #[test]
 fn slurm_refuses_bad_input_by_contract() {
     walk(&["slurm"]);
+}
+
+#[test]
+fn recommend_refuses_bad_input_by_contract() {
+    walk(&["recommend"]);
+}
+
+#[test]
+fn completions_and_man_refuse_bad_input_by_contract() {
+    walk(&["completions"]);
+    walk(&["man"]);
 }
 
 #[test]

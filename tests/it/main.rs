@@ -23,6 +23,7 @@ mod plot;
 mod profile;
 mod pytorch;
 mod rate;
+mod recommend;
 mod run;
 mod run_slurm;
 mod signals;

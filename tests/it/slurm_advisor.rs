@@ -11,7 +11,7 @@
 //! allocation and in the kernel's cgroups; a guard puts the pass-through back. Needs root and the daemons
 //! (`scripts/slurm-setup.sh`); the tests fail and say so otherwise.
 
-use crate::common::{self, serial, shared};
+use crate::common::{self, job_field as field, job_running as running, serial, shared};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
@@ -117,13 +117,6 @@ fn bump(p: &Path, before: SystemTime) {
 
 fn mtime(p: &Path) -> SystemTime {
     std::fs::metadata(p).unwrap().modified().unwrap()
-}
-
-/// `Key=value` of a `scontrol show job -o` line (values without spaces).
-fn field<'a>(job: &'a str, key: &str) -> &'a str {
-    job.split_whitespace()
-        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
-        .unwrap_or_else(|| panic!("no {key} in {job}"))
 }
 
 /// Cores, cores per task and memory per node of a job.
@@ -437,23 +430,6 @@ fn put_script(text: &str) {
         .unwrap_or(SystemTime::UNIX_EPOCH);
     synergy::fsutil::write_atomic(&p, text.as_bytes()).unwrap();
     bump(&p, before);
-}
-
-/// `scontrol show job -d -o` of `job` once it is RUNNING.
-fn running(job: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let out = Command::new("scontrol")
-            .args(["show", "job", "-d", "-o", job])
-            .output()
-            .unwrap();
-        let show = String::from_utf8_lossy(&out.stdout).into_owned();
-        if field(&show, "JobState") == "RUNNING" {
-            return show;
-        }
-        assert!(Instant::now() < deadline, "job {job} never ran: {show}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// The kernel's cpuset and memory limit of a running job of the local cluster (Slurm's cgroup v1 tree

@@ -78,6 +78,15 @@ const COMMANDS: &[(&str, &str)] = &[
     ("advisor_check", "slurm advisor --check advisor/synergy-advisor.tsv --sinfo tests/data/traces/partitions.sinfo"),
     ("plot_json", "plot profiles/image.json --kind heatmap -o heat.svg --json"),
     ("measure_unknown", "measure nope --cpus 1"),
+    ("recommend_help", "recommend --help"),
+    ("recommend", "recommend profiles/image.json"),
+    ("recommend_zoo_dgx", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8"),
+    ("recommend_zoo_dgx_sbatch", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8 --format sbatch"),
+    ("recommend_zoo_dgx_torchrun", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8 --format torchrun"),
+    ("recommend_zoo_dgx_k8s", "recommend profiles/zoo/res18.json --server 8gpu,96cpu,1tb --gpus 8 --format k8s"),
+    ("recommend_ddp_json", "recommend profiles/pytorch-ddp-resnet18-small.json --server 8gpu,96cpu,1tb --json"),
+    ("recommend_g_not_separated", "recommend tests/data/formats/profile/1.12.json --server 8gpu,96cpu,1tb"),
+    ("recommend_two_nodes_sbatch", "recommend profiles/zoo/gnmt.json --server 4gpu,32cpu,256gb --gpus 12 --format sbatch"),
 ];
 
 #[test]

@@ -8,6 +8,7 @@ mod dataset;
 mod measure;
 mod plot;
 mod profile;
+mod recommend;
 mod run;
 mod simulate;
 mod trace;
@@ -19,6 +20,10 @@ pub(in crate::cli) use dataset::{render_manifest, render_rate};
 pub(in crate::cli) use measure::render_trial;
 pub(in crate::cli) use plot::render_written;
 pub(in crate::cli) use profile::{render_prediction, render_profile, render_refinement};
+pub(in crate::cli) use recommend::{
+    recommendation_k8s, recommendation_sbatch, recommendation_summary, recommendation_torchrun,
+    render_recommendation,
+};
 pub(in crate::cli) use run::{job_list_predictions, render_job_list, render_plan, render_run};
 pub(in crate::cli) use simulate::{render_simulation, SimRun};
 pub(in crate::cli) use trace::render_import;

@@ -488,7 +488,7 @@ mod tests {
     }
 
     /// A parent as the kernel shows it (plain files here: the kernel's own behaviour is checked on a
-    /// cgroup v2 machine, profiles/README.md), with our leaf and the controllers we enabled.
+    /// cgroup v2 machine, docs/measurement-history.md), with our leaf and the controllers we enabled.
     fn prepared_parent(others: &[&str]) -> (tempfile::TempDir, Prepared) {
         let dir = tempfile::tempdir().unwrap();
         fs::write(
