@@ -54,13 +54,12 @@ pub fn fallback_share(catalog: &Catalog, state: &ClusterState, req: &Request) ->
     }
     let own = best_share(catalog, state, req);
     let m = catalog.get(req.model as usize);
-    let shares = state
-        .specs
-        .iter()
-        .map(|s| (s.cpus_per_gpu(), s.memory_gib_per_gpu()));
-    let (lo_c, lo_m, hi_c, hi_m) = shares.fold(
-        (f64::INFINITY, f64::INFINITY, 0.0f64, 0.0f64),
-        |(a, b, c, d), (pc, pm)| (a.min(pc), b.min(pm), c.max(pc), d.max(pm)),
+    let r = state.share_range();
+    let (lo_c, lo_m, hi_c, hi_m) = (
+        r.min_cpus_per_gpu,
+        r.min_memory_gib_per_gpu,
+        r.max_cpus_per_gpu,
+        r.max_memory_gib_per_gpu,
     );
     match own {
         Share::PerGpu { cpus, memory_gib }
@@ -93,36 +92,41 @@ pub fn find(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> 
 
 /// The first server (in index order) that holds all `gpus` GPUs at `share`.
 fn find_one_server(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    for &s in &state.open {
-        let si = s as usize;
-        if state.free_gpus[si] >= gpus {
-            let (c, m) = need(&state.specs[si], gpus, share);
-            if state.fits(si, gpus, c, m) {
-                return Some(vec![Part {
-                    server: s,
-                    gpus,
-                    cpus: c,
-                    memory_gib: m,
-                }]);
-            }
+    let mut found = None;
+    state.room.first_holding(0, gpus, share, &mut |si| {
+        let (c, m) = need(&state.specs[si], gpus, share);
+        let fits = state.fits(si, gpus, c, m);
+        if fits {
+            found = Some(Part {
+                server: si as u32,
+                gpus,
+                cpus: c,
+                memory_gib: m,
+            });
         }
-    }
-    None
+        fits
+    })?;
+    found.map(|p| vec![p])
 }
 
 /// `gpus` GPUs at `share` over the servers in index order, each giving as many as it has room for: the
-/// same as taking GPU by GPU the first server with room for one more.
+/// same as taking GPU by GPU the first server with room for one more. Servers without room for one
+/// GPU give none, so only those with room for one are visited.
 fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
     let mut parts = Vec::new();
     let mut left = gpus;
-    for &s in &state.open {
-        let si = s as usize;
+    let mut from = 0;
+    while let Some(si) = state.room.first_holding(from, 1, share, &mut |si| {
+        let (c, m) = need(&state.specs[si], 1, share);
+        state.fits(si, 1, c, m)
+    }) {
+        from = si + 1;
         let mut k = state.free_gpus[si].min(left);
         while k > 0 {
             let (c, m) = need(&state.specs[si], k, share);
             if state.fits(si, k, c, m) {
                 parts.push(Part {
-                    server: s,
+                    server: si as u32,
                     gpus: k,
                     cpus: c,
                     memory_gib: m,
@@ -274,26 +278,33 @@ fn demote_on_one_server(
     share: Share,
 ) -> (u32, bool) {
     let gpus = requests[slot].gpus;
-    let servers = state.specs.len() as u32;
-    let targets: Vec<(u32, u32)> =
-        match (0..servers).find(|&s| gpus > 1 && state.free_gpus[s as usize] >= gpus) {
-            Some(s) => vec![(s, gpus)],
-            None => {
-                let mut open = state.open.clone();
-                open.sort_by_key(|&s| (state.free_gpus[s as usize], s));
-                let mut left = gpus;
-                let mut t = Vec::new();
-                for s in open {
-                    if left == 0 {
-                        break;
+    let first_whole = if gpus > 1 {
+        state.room.first_with_free_gpus(0, gpus, u32::MAX)
+    } else {
+        None
+    };
+    let targets: Vec<(u32, u32)> = match first_whole {
+        Some(s) => vec![(s as u32, gpus)],
+        None => {
+            // The servers with free GPUs, fewest free first (then by index), until the job's GPUs are
+            // covered.
+            let mut left = gpus;
+            let mut t = Vec::new();
+            if let Some((lo, hi)) = state.room.open_gpu_range() {
+                'counts: for free in lo..=hi {
+                    for s in state.room.with_free_gpus(free, free) {
+                        if left == 0 {
+                            break 'counts;
+                        }
+                        let k = free.min(left);
+                        t.push((s as u32, k));
+                        left -= k;
                     }
-                    let k = state.free_gpus[s as usize].min(left);
-                    t.push((s, k));
-                    left -= k;
                 }
-                t
             }
-        };
+            t
+        }
+    };
     let mut demotions = 0;
     for (s, k) in targets {
         let si = s as usize;
@@ -341,20 +352,20 @@ fn demote_anywhere(
     let mut left = gpus;
     let mut parts = Vec::new();
     let mut demotions = 0;
-    let open = state.open.clone();
-    // Prefer one server that has all the GPUs, as placement without demotion does.
-    let order: Vec<u32> = open
-        .iter()
-        .copied()
-        .filter(|&s| state.free_gpus[s as usize] >= gpus)
-        .chain(
-            open.iter()
-                .copied()
-                .filter(|&s| state.free_gpus[s as usize] < gpus),
-        )
-        .collect();
-    for s in order {
-        let si = s as usize;
+    // Prefer one server that has all the GPUs, as placement without demotion does. Demotion frees cores
+    // and memory, never GPUs, so the servers' free GPUs stay what they were when the order began.
+    let chains = [(gpus.max(1), u32::MAX), (1, gpus.saturating_sub(1))];
+    let (mut chain, mut from) = (0, 0);
+    loop {
+        let Some(&(lo, hi)) = chains.get(chain) else {
+            break;
+        };
+        let Some(si) = state.room.first_with_free_gpus(from, lo, hi) else {
+            (chain, from) = (chain + 1, 0);
+            continue;
+        };
+        from = si + 1;
+        let s = si as u32;
         let k = state.free_gpus[si].min(left);
         if k == 0 {
             continue;
