@@ -8,27 +8,68 @@
 use crate::sched::place::{need, Share};
 use crate::sched::server::{ServerSpec, EPS};
 
+/// What a subtree has free: bounds over its servers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Free {
+    /// Most free GPUs of a server.
+    max_gpus: u32,
+    /// Fewest free GPUs of a server that has any (`u32::MAX` when none has).
+    min_open_gpus: u32,
+    /// Most free cores of a server that has a free GPU (-inf when none has).
+    max_cpus: f64,
+    /// Most free GiB of a server that has a free GPU (-inf when none has).
+    max_memory_gib: f64,
+}
+
+impl Free {
+    const NONE: Free = Free {
+        max_gpus: 0,
+        min_open_gpus: u32::MAX,
+        max_cpus: f64::NEG_INFINITY,
+        max_memory_gib: f64::NEG_INFINITY,
+    };
+
+    fn of(gpus: u32, cpus: f64, memory_gib: f64) -> Free {
+        if gpus == 0 {
+            return Free::NONE;
+        }
+        Free {
+            max_gpus: gpus,
+            min_open_gpus: gpus,
+            max_cpus: cpus,
+            max_memory_gib: memory_gib,
+        }
+    }
+
+    fn join(a: &Free, b: &Free) -> Free {
+        Free {
+            max_gpus: a.max_gpus.max(b.max_gpus),
+            min_open_gpus: a.min_open_gpus.min(b.min_open_gpus),
+            max_cpus: a.max_cpus.max(b.max_cpus),
+            max_memory_gib: a.max_memory_gib.max(b.max_memory_gib),
+        }
+    }
+}
+
+/// The smallest server shape in a subtree, dimension by dimension: what any of its servers asks of a
+/// part is at least what this asks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Least {
+    cpus_per_gpu: f64,
+    memory_gib_per_gpu: f64,
+    cpus: f64,
+    memory_gib: f64,
+}
+
 /// Per-subtree bounds over the servers; a leaf is one server, padding leaves hold nothing.
 #[derive(Debug, Clone)]
 pub struct RoomIndex {
     /// Leaves: the power of two at or above the number of servers.
     width: usize,
-    /// Most free GPUs of a server in the subtree.
-    max_gpus: Vec<u32>,
-    /// Fewest free GPUs of a server in the subtree that has any (`u32::MAX` when none has).
-    min_open_gpus: Vec<u32>,
-    /// Most free cores of a server in the subtree that has a free GPU (-inf when none has).
-    max_cpus: Vec<f64>,
-    /// Most free GiB of a server in the subtree that has a free GPU (-inf when none has).
-    max_memory_gib: Vec<f64>,
-    /// Fewest cores per GPU at the proportional share of a server in the subtree.
-    min_cpus_per_gpu: Vec<f64>,
-    /// Fewest GiB per GPU at the proportional share.
-    min_memory_gib_per_gpu: Vec<f64>,
-    /// Fewest cores of a server.
-    min_cpus: Vec<f64>,
-    /// Fewest GiB of a server.
-    min_memory_gib: Vec<f64>,
+    /// What each node's servers have free; node 1 is the root, node `width + s` server `s`.
+    free: Vec<Free>,
+    /// Each node's smallest shape.
+    least: Vec<Least>,
 }
 
 impl RoomIndex {
@@ -36,32 +77,35 @@ impl RoomIndex {
     pub fn new(specs: &[ServerSpec]) -> RoomIndex {
         let width = specs.len().next_power_of_two().max(1);
         let inf = f64::INFINITY;
-        let mut r = RoomIndex {
-            width,
-            max_gpus: vec![0; 2 * width],
-            min_open_gpus: vec![u32::MAX; 2 * width],
-            max_cpus: vec![-inf; 2 * width],
-            max_memory_gib: vec![-inf; 2 * width],
-            min_cpus_per_gpu: vec![inf; 2 * width],
-            min_memory_gib_per_gpu: vec![inf; 2 * width],
-            min_cpus: vec![inf; 2 * width],
-            min_memory_gib: vec![inf; 2 * width],
+        let none = Least {
+            cpus_per_gpu: inf,
+            memory_gib_per_gpu: inf,
+            cpus: inf,
+            memory_gib: inf,
         };
+        let mut least = vec![none; 2 * width];
         for (i, s) in specs.iter().enumerate() {
-            let n = width + i;
-            r.min_cpus_per_gpu[n] = s.cpus_per_gpu();
-            r.min_memory_gib_per_gpu[n] = s.memory_gib_per_gpu();
-            r.min_cpus[n] = s.cpus;
-            r.min_memory_gib[n] = s.memory_gib;
+            least[width + i] = Least {
+                cpus_per_gpu: s.cpus_per_gpu(),
+                memory_gib_per_gpu: s.memory_gib_per_gpu(),
+                cpus: s.cpus,
+                memory_gib: s.memory_gib,
+            };
         }
         for n in (1..width).rev() {
-            let (a, b) = (2 * n, 2 * n + 1);
-            r.min_cpus_per_gpu[n] = r.min_cpus_per_gpu[a].min(r.min_cpus_per_gpu[b]);
-            r.min_memory_gib_per_gpu[n] =
-                r.min_memory_gib_per_gpu[a].min(r.min_memory_gib_per_gpu[b]);
-            r.min_cpus[n] = r.min_cpus[a].min(r.min_cpus[b]);
-            r.min_memory_gib[n] = r.min_memory_gib[a].min(r.min_memory_gib[b]);
+            let (a, b) = (least[2 * n], least[2 * n + 1]);
+            least[n] = Least {
+                cpus_per_gpu: a.cpus_per_gpu.min(b.cpus_per_gpu),
+                memory_gib_per_gpu: a.memory_gib_per_gpu.min(b.memory_gib_per_gpu),
+                cpus: a.cpus.min(b.cpus),
+                memory_gib: a.memory_gib.min(b.memory_gib),
+            };
         }
+        let mut r = RoomIndex {
+            width,
+            free: vec![Free::NONE; 2 * width],
+            least,
+        };
         r.reset(specs);
         r
     }
@@ -69,84 +113,101 @@ impl RoomIndex {
     /// Every server free again.
     pub fn reset(&mut self, specs: &[ServerSpec]) {
         for (i, s) in specs.iter().enumerate() {
-            self.set_leaf(i, s.gpus, s.cpus, s.memory_gib);
+            self.free[self.width + i] = Free::of(s.gpus, s.cpus, s.memory_gib);
         }
         for n in (1..self.width).rev() {
-            self.pull(n);
+            self.free[n] = Free::join(&self.free[2 * n], &self.free[2 * n + 1]);
         }
     }
 
     /// Server `server` now has `gpus` GPUs, `cpus` cores and `memory_gib` GiB free.
     pub fn update(&mut self, server: usize, gpus: u32, cpus: f64, memory_gib: f64) {
-        self.set_leaf(server, gpus, cpus, memory_gib);
-        let mut n = (self.width + server) / 2;
-        while n >= 1 {
-            self.pull(n);
+        let mut n = self.width + server;
+        self.free[n] = Free::of(gpus, cpus, memory_gib);
+        while n > 1 {
             n /= 2;
+            let joined = Free::join(&self.free[2 * n], &self.free[2 * n + 1]);
+            // Nothing above changes once a node's bounds have not.
+            if joined == self.free[n] {
+                break;
+            }
+            self.free[n] = joined;
         }
-    }
-
-    fn set_leaf(&mut self, server: usize, gpus: u32, cpus: f64, memory_gib: f64) {
-        let n = self.width + server;
-        self.max_gpus[n] = gpus;
-        let open = gpus > 0;
-        self.min_open_gpus[n] = if open { gpus } else { u32::MAX };
-        self.max_cpus[n] = if open { cpus } else { f64::NEG_INFINITY };
-        self.max_memory_gib[n] = if open { memory_gib } else { f64::NEG_INFINITY };
-    }
-
-    fn pull(&mut self, n: usize) {
-        let (a, b) = (2 * n, 2 * n + 1);
-        self.max_gpus[n] = self.max_gpus[a].max(self.max_gpus[b]);
-        self.min_open_gpus[n] = self.min_open_gpus[a].min(self.min_open_gpus[b]);
-        self.max_cpus[n] = self.max_cpus[a].max(self.max_cpus[b]);
-        self.max_memory_gib[n] = self.max_memory_gib[a].max(self.max_memory_gib[b]);
     }
 
     /// Whether some server under node `n` might hold `gpus` GPUs at `share`: the least any of its servers
     /// would need (need is monotone in the server's shape) against the most any has free.
     fn may_hold(&self, n: usize, gpus: u32, share: Share) -> bool {
-        if self.max_gpus[n] < gpus {
+        let f = &self.free[n];
+        if f.max_gpus < gpus {
             return false;
         }
-        let least = ServerSpec {
-            gpus: 1,
-            cpus: self.min_cpus[n],
-            memory_gib: self.min_memory_gib[n],
-        };
+        let l = &self.least[n];
         let (c, m) = match share {
             Share::Proportional => {
                 let k = gpus as f64;
-                (
-                    k * self.min_cpus_per_gpu[n],
-                    k * self.min_memory_gib_per_gpu[n],
-                )
+                (k * l.cpus_per_gpu, k * l.memory_gib_per_gpu)
             }
-            per_gpu => need(&least, gpus, per_gpu),
+            per_gpu => need(
+                &ServerSpec {
+                    gpus: 1,
+                    cpus: l.cpus,
+                    memory_gib: l.memory_gib,
+                },
+                gpus,
+                per_gpu,
+            ),
         };
-        self.max_cpus[n] + EPS >= c && self.max_memory_gib[n] + EPS >= m
+        f.max_cpus + EPS >= c && f.max_memory_gib + EPS >= m
     }
 
-    /// The first server at or after `from` (in index order) under which `node` (covering `lo..hi`)
-    /// passes `prune` and that `leaf` accepts.
+    /// The first server at or after `from` (in index order) under a chain of nodes that `prune` passes
+    /// and that `leaf` accepts: a depth-first walk, left first, that skips what lies before `from`.
     fn first(
         &self,
-        node: usize,
-        (lo, hi): (usize, usize),
         from: usize,
-        prune: &dyn Fn(usize) -> bool,
-        leaf: &mut dyn FnMut(usize) -> bool,
+        prune: impl Fn(usize) -> bool,
+        mut leaf: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
-        if hi <= from || !prune(node) {
+        if from >= self.width {
             return None;
         }
-        if node >= self.width {
-            let s = node - self.width;
-            return leaf(s).then_some(s);
+        // Start at the leaf `from` and climb while the walk would only revisit what lies before it.
+        let mut n = self.width + from;
+        loop {
+            if prune(n) {
+                // Descend to the first accepted leaf under n, left first.
+                let mut m = n;
+                loop {
+                    if m >= self.width {
+                        if leaf(m - self.width) {
+                            return Some(m - self.width);
+                        }
+                        break;
+                    }
+                    if prune(2 * m) {
+                        m = 2 * m;
+                    } else if prune(2 * m + 1) {
+                        m = 2 * m + 1;
+                    } else {
+                        break;
+                    }
+                }
+                // m failed: move on to the next subtree after m (within n's range or beyond).
+                n = m;
+            }
+            // Next: the right sibling of the nearest ancestor (or self) that is a left child.
+            while n & 1 == 1 {
+                n /= 2;
+                if n == 0 {
+                    return None;
+                }
+            }
+            if n == 0 {
+                return None;
+            }
+            n += 1;
         }
-        let mid = (lo + hi) / 2;
-        self.first(2 * node, (lo, mid), from, prune, leaf)
-            .or_else(|| self.first(2 * node + 1, (mid, hi), from, prune, leaf))
     }
 
     /// The first server at or after `from` that might hold `gpus` GPUs at `share` and that `holds`
@@ -156,28 +217,20 @@ impl RoomIndex {
         from: usize,
         gpus: u32,
         share: Share,
-        holds: &mut dyn FnMut(usize) -> bool,
+        holds: impl FnMut(usize) -> bool,
     ) -> Option<usize> {
-        self.first(
-            1,
-            (0, self.width),
-            from,
-            &|n| self.may_hold(n, gpus, share),
-            holds,
-        )
+        self.first(from, |n| self.may_hold(n, gpus, share), holds)
     }
 
     /// The first server at or after `from` with `lo..=hi` free GPUs (`lo` at least 1).
     pub fn first_with_free_gpus(&self, from: usize, lo: u32, hi: u32) -> Option<usize> {
         debug_assert!(lo >= 1);
         self.first(
-            1,
-            (0, self.width),
             from,
-            &|n| self.max_gpus[n] >= lo && self.min_open_gpus[n] <= hi,
-            &mut |s| {
-                let n = self.width + s;
-                self.max_gpus[n] >= lo && self.max_gpus[n] <= hi
+            |n| self.free[n].max_gpus >= lo && self.free[n].min_open_gpus <= hi,
+            |s| {
+                let g = self.free[self.width + s].max_gpus;
+                g >= lo && g <= hi
             },
         )
     }
@@ -194,6 +247,7 @@ impl RoomIndex {
 
     /// The fewest and most free GPUs of a server that has any (None when no server has a free GPU).
     pub fn open_gpu_range(&self) -> Option<(u32, u32)> {
-        (self.max_gpus[1] > 0).then(|| (self.min_open_gpus[1], self.max_gpus[1]))
+        let root = &self.free[1];
+        (root.max_gpus > 0).then_some((root.min_open_gpus, root.max_gpus))
     }
 }
