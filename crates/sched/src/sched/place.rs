@@ -150,6 +150,18 @@ pub fn commit(state: &mut ClusterState, slot: usize, parts: &[Part]) {
     }
 }
 
+/// Speed of a job holding `parts`.
+pub fn speed(catalog: &Catalog, state: &ClusterState, req: &Request, parts: &[Part]) -> f64 {
+    let m = catalog.get(req.model as usize);
+    let g = req.gpus.max(1) as f64;
+    let (c, mem) = parts
+        .iter()
+        .fold((0.0, 0.0), |(c, mem), p| (c + p.cpus, mem + p.memory_gib));
+    state
+        .semantics
+        .speed(m, req.gpus, &state.widest_server(), c / g, mem / g)
+}
+
 /// Speed of a job holding `parts`, and its speed at GPU-proportional share on the same GPUs.
 pub fn speeds(
     catalog: &Catalog,
@@ -159,18 +171,13 @@ pub fn speeds(
 ) -> (f64, f64) {
     let m = catalog.get(req.model as usize);
     let g = req.gpus.max(1) as f64;
-    let (mut c, mut mem, mut pc, mut pm) = (0.0, 0.0, 0.0, 0.0);
+    let (mut pc, mut pm) = (0.0, 0.0);
     for p in parts {
         let spec = &state.specs[p.server as usize];
-        c += p.cpus;
-        mem += p.memory_gib;
         pc += p.gpus as f64 * spec.cpus_per_gpu();
         pm += p.gpus as f64 * spec.memory_gib_per_gpu();
     }
-    let speed = state
-        .semantics
-        .speed(m, req.gpus, &state.widest_server(), c / g, mem / g);
-    (speed, m.speed(pc / g, pm / g))
+    (speed(catalog, state, req, parts), m.speed(pc / g, pm / g))
 }
 
 /// How far above GPU-proportional share a job sits, in shares of cores plus shares of memory.
