@@ -251,3 +251,77 @@ impl RoomIndex {
         (root.max_gpus > 0).then_some((root.min_open_gpus, root.max_gpus))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::cluster::{ClusterConfig, ClusterState, Part};
+
+    /// The room index finds exactly the servers a scan in index order finds, on a mixed cluster taken
+    /// apart by random parts.
+    #[test]
+    fn searches_agree_with_a_scan_in_index_order() {
+        let mut servers = Vec::new();
+        for i in 0..37u32 {
+            servers.push(ServerSpec {
+                gpus: [4, 8, 16][i as usize % 3],
+                cpus: [16.0, 24.0, 64.0][(i as usize / 3) % 3],
+                memory_gib: [200.0, 500.0, 1000.0][(i as usize / 2) % 3],
+            });
+        }
+        let mut state = ClusterState::new(&ClusterConfig { servers });
+        let mut seed = 12345u64;
+        let mut draw = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let shares = [
+            Share::Proportional,
+            Share::PerGpu {
+                cpus: 6.0,
+                memory_gib: 40.0,
+            },
+            Share::PerGpu {
+                cpus: 1.0,
+                memory_gib: 150.0,
+            },
+        ];
+        for _ in 0..400 {
+            let gpus = 1 + draw(16) as u32;
+            let share = shares[draw(3) as usize];
+            let scan = (0..state.specs.len()).find(|&s| {
+                let (c, m) = need(&state.specs[s], gpus, share);
+                state.fits(s, gpus, c, m)
+            });
+            let found = state.room.first_holding(0, gpus, share, |s| {
+                let (c, m) = need(&state.specs[s], gpus, share);
+                state.fits(s, gpus, c, m)
+            });
+            assert_eq!(found, scan);
+            let (lo, hi) = (1 + draw(4) as u32, 1 + draw(16) as u32);
+            let scan: Vec<usize> = (0..state.specs.len())
+                .filter(|&s| (lo..=hi).contains(&state.free_gpus[s]))
+                .collect();
+            assert_eq!(state.room.with_free_gpus(lo, hi).collect::<Vec<_>>(), scan);
+            // Take part of a random server, or free everything now and then.
+            let s = draw(state.specs.len() as u64) as usize;
+            let k = state.free_gpus[s].min(1 + draw(4) as u32);
+            let (c, m) = need(&state.specs[s], k, share);
+            if draw(50) == 0 {
+                state.reset();
+            } else if k > 0 && state.fits(s, k, c, m) {
+                state.take(
+                    0,
+                    Part {
+                        server: s as u32,
+                        gpus: k,
+                        cpus: c,
+                        memory_gib: m,
+                    },
+                );
+            }
+        }
+    }
+}
