@@ -172,8 +172,9 @@ impl RoomIndex {
         if from >= self.width {
             return None;
         }
-        // Start at the leaf `from` and climb while the walk would only revisit what lies before it.
-        let mut n = self.width + from;
+        // From the first server the walk starts at the root; else at the leaf `from`, climbing to the
+        // subtrees to its right.
+        let mut n = if from == 0 { 1 } else { self.width + from };
         loop {
             if prune(n) {
                 // Descend to the first accepted leaf under n, left first.
