@@ -76,44 +76,56 @@ pub fn fallback_share(catalog: &Catalog, state: &ClusterState, req: &Request) ->
 /// Finds room for `gpus` GPUs at `share` without taking it: one server if possible, else spread; under
 /// the reference's [`Placement::FirstFitPerGpu`] spread at once, in server order.
 pub fn find(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    if state.free_gpus_total < gpus as u64 {
-        return None;
-    }
-    if state.semantics.placement == Placement::OneServerFirst {
-        if let Some(one) = find_one_server(state, gpus, share) {
-            return Some(one);
-        }
-        if gpus == 1 {
-            return None;
-        }
-    }
-    find_spread(state, gpus, share)
+    let mut parts = Vec::new();
+    find_into(state, gpus, share, &mut parts).then_some(parts)
 }
 
-/// The first server (in index order) that holds all `gpus` GPUs at `share`.
-fn find_one_server(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    let mut found = None;
-    state.room.first_holding(0, gpus, share, &mut |si| {
-        let (c, m) = need(&state.specs[si], gpus, share);
-        let fits = state.fits(si, gpus, c, m);
-        if fits {
-            found = Some(Part {
-                server: si as u32,
-                gpus,
-                cpus: c,
-                memory_gib: m,
-            });
+/// [`find`] into `parts` (emptied first; empty again when there is no room): a mechanism placing
+/// thousands of jobs a round reuses one vector instead of allocating one per job.
+pub fn find_into(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
+    parts.clear();
+    if state.free_gpus_total < gpus as u64 {
+        return false;
+    }
+    if state.semantics.placement == Placement::OneServerFirst {
+        if find_one_server(state, gpus, share, parts) {
+            return true;
         }
-        fits
-    })?;
-    found.map(|p| vec![p])
+        if gpus == 1 {
+            return false;
+        }
+    }
+    let found = find_spread(state, gpus, share, parts);
+    if !found {
+        parts.clear();
+    }
+    found
+}
+
+/// The first server (in index order) that holds all `gpus` GPUs at `share`, pushed onto `parts`.
+fn find_one_server(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
+    state
+        .room
+        .first_holding(0, gpus, share, |si| {
+            let (c, m) = need(&state.specs[si], gpus, share);
+            let fits = state.fits(si, gpus, c, m);
+            if fits {
+                parts.push(Part {
+                    server: si as u32,
+                    gpus,
+                    cpus: c,
+                    memory_gib: m,
+                });
+            }
+            fits
+        })
+        .is_some()
 }
 
 /// `gpus` GPUs at `share` over the servers in index order, each giving as many as it has room for: the
 /// same as taking GPU by GPU the first server with room for one more. Servers without room for one
 /// GPU give none, so only those with room for one are visited.
-fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    let mut parts = Vec::new();
+fn find_spread(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
     let mut left = gpus;
     let mut from = 0;
     while let Some(si) = state.room.first_holding(from, 1, share, &mut |si| {
@@ -137,10 +149,10 @@ fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part
             k -= 1;
         }
         if left == 0 {
-            return Some(parts);
+            return true;
         }
     }
-    None
+    false
 }
 
 /// Takes `parts` for the job in `slot`.
