@@ -375,10 +375,7 @@ fn demote_anywhere(
     // and memory, never GPUs, so the servers' free GPUs stay what they were when the order began.
     let chains = [(gpus.max(1), u32::MAX), (1, gpus.saturating_sub(1))];
     let (mut chain, mut from) = (0, 0);
-    loop {
-        let Some(&(lo, hi)) = chains.get(chain) else {
-            break;
-        };
+    while let Some(&(lo, hi)) = chains.get(chain) {
         let Some(si) = state.room.first_with_free_gpus(from, lo, hi) else {
             (chain, from) = (chain + 1, 0);
             continue;

@@ -187,7 +187,7 @@ impl RoomIndex {
                         break;
                     }
                     if prune(2 * m) {
-                        m = 2 * m;
+                        m *= 2;
                     } else if prune(2 * m + 1) {
                         m = 2 * m + 1;
                     } else {
