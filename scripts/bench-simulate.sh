@@ -10,12 +10,85 @@
 # Targets: 1 < 1 s per run (release), 2 < 60 s, 3 < 2 min on 2 cores, 4 < 1 s per round; tune >= 3x better
 # than proportional and each 5-seed mean within 20% of the reference. Takes about a minute on 2 cores.
 #
+#
+# `scripts/bench-simulate.sh helios [BASELINE_BIN]` instead replays a whole cluster's history: 10^5, 3x10^5
+# and 10^6 multi-GPU jobs under FIFO and tune on a Helios-sized cluster (800 servers of 8 GPUs, 24 cores,
+# 500 GB; 225 jobs/h, about its GPU load), one run at a time, printing each run's wall time, peak resident
+# memory and rounds per second, and the exponent of the growth in wall time and memory between sizes
+# (1.0: linear). With BASELINE_BIN (another build of synergy, e.g. an older commit's) the same runs of it
+# go beside ours, each stopped after BENCH_LIMIT_S seconds (default 600), and their summaries are compared
+# (timing fields aside). Target: the 10^6-job run under 60 s on 2 cores.
+#
 # usage: scripts/bench-simulate.sh [SEEDS (default 42,43,44,45,46)]
+#        scripts/bench-simulate.sh helios [BASELINE_BIN]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seeds="${1:-42,43,44,45,46}"
 cargo build --release --quiet
 bin="${CARGO_TARGET_DIR:-target}/release/synergy"
+if [ "${1:-}" = helios ]; then
+  exec python3 - "$bin" "${2:-}" "${BENCH_LIMIT_S:-600}" <<'PY'
+import json, math, os, subprocess, sys, tempfile, time
+ours, baseline, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
+args = ["simulate", "--multi-gpu", "--servers", "800", "--load", "225", "--mechanism", "tune", "--json"]
+sizes = [100_000, 300_000, 1_000_000]
+
+def run(binary, jobs):
+    # One process at a time; peak memory is the child's maximum resident set (getrusage via wait4).
+    with tempfile.TemporaryFile() as out:
+        t0 = time.monotonic()
+        p = subprocess.Popen([binary, *args, "--jobs", str(jobs)], stdout=out, stderr=subprocess.DEVNULL)
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t0 > limit:
+                p.kill()
+                os.wait4(p.pid, 0)
+                return None
+            time.sleep(0.05)
+        wall = time.monotonic() - t0
+        if status != 0:
+            sys.exit(f"{binary} failed at {jobs} jobs")
+        out.seek(0)
+        summary = json.load(out)
+        return {"wall": wall, "rss_mib": usage.ru_maxrss / 1024, "summary": summary}
+
+def timing_free(s):
+    return {k: v for k, v in s.items() if k not in ("wall_s", "job_rounds_per_s")}
+
+print(f"Helios-sized cluster: 800 x 8 GPUs, FIFO + tune, 225 jobs/h, multi-GPU; load: {os.getloadavg()[0]:.2f}")
+bins = [("ours", ours)] + ([("baseline", baseline)] if baseline else [])
+results = {name: {} for name, _ in bins}
+for jobs in sizes:
+    for name, b in bins:
+        r = run(b, jobs)
+        results[name][jobs] = r
+        if r is None:
+            print(f"  {jobs:>9,} jobs  {name:<8}  stopped after {limit:.0f} s")
+            continue
+        s = r["summary"]
+        print(f"  {jobs:>9,} jobs  {name:<8}  {r['wall']:7.1f} s wall  {r['rss_mib']:7.1f} MiB peak"
+              f"  {s['rounds'] / r['wall']:8.0f} rounds/s  {s['job_rounds'] / r['wall'] / 1e6:5.2f} M job-rounds/s"
+              f"  ({s['rounds']} rounds, mean JCT {s['jct']['mean_h']:.2f} h)")
+    if baseline and results["ours"][jobs] and results["baseline"][jobs]:
+        o, b = results["ours"][jobs], results["baseline"][jobs]
+        same = timing_free(o["summary"]) == timing_free(b["summary"])
+        print(f"  {'':>9}       baseline / ours: {b['wall'] / o['wall']:.1f}x wall, {b['rss_mib'] / o['rss_mib']:.1f}x memory;"
+              f" summaries {'identical' if same else 'DIFFER'}")
+print(f"  load after: {os.getloadavg()[0]:.2f}")
+for name, _ in bins:
+    r = results[name]
+    for a, b in zip(sizes, sizes[1:]):
+        if r.get(a) and r.get(b):
+            k = math.log(b / a)
+            print(f"  {name:<8} growth {a:,} -> {b:,} jobs: wall time ~ n^{math.log(r[b]['wall'] / r[a]['wall']) / k:.2f},"
+                  f" peak memory ~ n^{math.log(r[b]['rss_mib'] / r[a]['rss_mib']) / k:.2f}")
+big = results["ours"].get(sizes[-1])
+if big:
+    print(f"  10^6 jobs in {big['wall']:.1f} s (target < 60 s)")
+PY
+fi
+seeds="${1:-42,43,44,45,46}"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 

@@ -12,6 +12,7 @@ use crate::sim::sweep::Point;
 use crate::sim::trace::{self, GenConfig, GpuMode, JobListSeed};
 use crate::sim::{self, SimConfig, SimSemantics, TraceSource};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What `simulate`'s flags ask for, checked: the sweep's axes and the cluster.
 struct SweepSettings {
@@ -40,8 +41,9 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         cluster: s.cluster.clone(),
         round_s: args.round_s,
         window,
-        // Per-round records only feed --out and --plot; a sweep's summaries do without them.
+        // Per-round and per-job records only feed --out and --plot; a sweep's summaries do without them.
         record_rounds: args.out.is_some() || args.plot.is_some(),
+        record_jobs: args.out.is_some() || args.plot.is_some(),
         semantics: s.semantics,
     };
     // Claimed before the minutes of simulating, so that a second run into the same directory is refused
@@ -57,7 +59,10 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads)?;
+    let progress = Progress::new();
+    let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads, &progress);
+    progress.bar.finish_and_clear();
+    let results = results?;
     let runs: Vec<SimRun<'_>> = points
         .iter()
         .zip(&results)
@@ -79,6 +84,69 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
     }
     out!("{}", render::render_simulation(&runs, args.json)?)?;
     Ok(0)
+}
+
+/// The progress of a run or a sweep on stderr, once it has taken a few seconds and only on a terminal
+/// (indicatif draws nothing elsewhere): measured jobs finished of all, with an estimate of the time left,
+/// the simulated time the furthest run has reached, and rounds per second over the sweep.
+struct Progress {
+    bar: indicatif::ProgressBar,
+    started: std::time::Instant,
+    shown: AtomicBool,
+    rounds: AtomicU64,
+    /// The furthest simulated time reached, seconds, as f64 bits (non-negative floats order as their
+    /// bits do).
+    now_s_bits: AtomicU64,
+}
+
+/// How long a run goes before its progress shows.
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Progress {
+    fn new() -> Progress {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(0),
+            indicatif::ProgressDrawTarget::hidden(),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "[{elapsed_precise}] {pos}/{len} jobs finished (ETA {eta}) {wide_msg}",
+        ) {
+            bar.set_style(style);
+        }
+        Progress {
+            bar,
+            started: std::time::Instant::now(),
+            shown: AtomicBool::new(false),
+            rounds: AtomicU64::new(0),
+            now_s_bits: AtomicU64::new(0),
+        }
+    }
+}
+
+impl sim::Watch for Progress {
+    fn started(&self, jobs: u64) {
+        self.bar.inc_length(jobs);
+    }
+
+    fn advanced(&self, jobs: u64, rounds: u64, now_s: f64) {
+        let rounds = self.rounds.fetch_add(rounds, Ordering::Relaxed) + rounds;
+        let now_s = f64::from_bits(
+            self.now_s_bits
+                .fetch_max(now_s.max(0.0).to_bits(), Ordering::Relaxed)
+                .max(now_s.max(0.0).to_bits()),
+        );
+        let elapsed = self.started.elapsed();
+        if elapsed >= PROGRESS_AFTER && !self.shown.swap(true, Ordering::Relaxed) {
+            self.bar
+                .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        }
+        self.bar.set_message(format!(
+            "simulated {:.0} h, {:.0} rounds/s",
+            now_s / 3600.0,
+            rounds as f64 / elapsed.as_secs_f64().max(1e-9)
+        ));
+        self.bar.inc(jobs);
+    }
 }
 
 /// Every flag but the trace's and the window's, checked in the order they are documented.

@@ -124,6 +124,7 @@ fn cfg_with(cluster: ClusterConfig, semantics: SimSemantics) -> SimConfig {
         round_s: 300.0,
         window: None,
         record_rounds: true,
+        record_jobs: true,
         semantics,
     }
 }

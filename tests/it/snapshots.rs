@@ -113,3 +113,107 @@ fn what_each_command_prints() {
         insta::assert_snapshot!("refined_profile", std::fs::read_to_string(d.path().join("refined.json")).unwrap());
     });
 }
+
+/// What `simulate --out` writes, held byte for byte: the per-job and per-round tables (CSV) and the
+/// summary (its wall-clock fields masked) of a multi-GPU sweep on a cluster of three server shapes under
+/// this project's rules, and of one under the reference's, so that a change to the round loop, placement
+/// or the outputs that moves any job, round or digit shows as a diff (docs/architecture.md §5.1).
+#[test]
+fn simulation_outputs_are_held_byte_for_byte() {
+    let _host = shared();
+    let d = workdir();
+    let cluster = d.path().join("mixed.toml");
+    std::fs::write(
+        &cluster,
+        "[[servers]]\ncount = 2\ngpus = 4\ncpus = 16\nmemory_gb = 200\n\
+         [[servers]]\ncount = 2\ngpus = 8\ncpus = 24\nmemory_gb = 500\n\
+         [[servers]]\ngpus = 16\ncpus = 64\nmemory_gb = 1000\n",
+    )
+    .unwrap();
+    let cluster = cluster.display().to_string();
+    let runs: [(&str, Vec<&str>); 2] = [
+        (
+            "sim_out_mixed",
+            vec![
+                "--cluster",
+                &cluster,
+                "--multi-gpu",
+                "--load",
+                "6",
+                "--jobs",
+                "60",
+                "--seed",
+                "3",
+                "--round",
+                "1800",
+                "--policy",
+                "ftf",
+                "--mechanism",
+                "greedy,tune",
+            ],
+        ),
+        (
+            "sim_out_reference",
+            vec![
+                "--servers",
+                "4",
+                "--multi-gpu",
+                "--semantics",
+                "reference",
+                "--load",
+                "3",
+                "--jobs",
+                "60",
+                "--seed",
+                "5",
+                "--round",
+                "1800",
+                "--policy",
+                "srtf",
+                "--mechanism",
+                "tune",
+            ],
+        ),
+    ];
+    let wall = regex::Regex::new(r#""(wall_s|job_rounds_per_s)": [0-9.e+-]+"#).unwrap();
+    for (name, args) in runs {
+        let out = d.path().join(name);
+        let status = synergy()
+            .arg("simulate")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .current_dir(d.path())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}: {status}");
+        let mut files = Vec::new();
+        collect_files(&out, &mut files);
+        files.sort();
+        let mut shown = String::new();
+        for f in files {
+            let rel = f.strip_prefix(&out).unwrap().display().to_string();
+            if rel.ends_with(".parquet") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            let text = wall.replace_all(&text, r#""$1": [R]"#);
+            shown.push_str(&format!("=== {rel}\n{text}"));
+        }
+        insta::with_settings!({prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!(name, shown);
+        });
+    }
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            collect_files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}

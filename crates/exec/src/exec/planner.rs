@@ -535,6 +535,7 @@ mod tests {
                 round_s: 60.0,
                 window: None,
                 record_rounds: true,
+                record_jobs: true,
                 semantics: sim_semantics,
             };
             let trace = vec![crate::format::trace::TraceJob {

@@ -2,6 +2,7 @@
 //! GPUs, cores and memory, with the jobs placed on it. It refuses to over-allocate any server.
 
 use crate::error::InputError;
+use crate::sched::room::RoomIndex;
 use crate::sched::semantics::Semantics;
 pub use crate::sched::server::{ServerSpec, EPS};
 use crate::units::gb_to_gib;
@@ -211,22 +212,40 @@ pub struct ClusterState {
     pub free_memory_gib: Vec<f64>,
     /// Slots of the jobs placed on each server this round.
     pub residents: Vec<Vec<u32>>,
-    /// Servers that still have a free GPU, in index order (placement scans only these).
-    pub open: Vec<u32>,
+    /// Which servers have room, kept as parts are taken and given back (placement searches it).
+    pub room: RoomIndex,
     /// Free GPUs in the whole cluster.
     pub free_gpus_total: u64,
     /// The rules placement, demotion and speed follow (docs/simulate.md, "Two semantics").
     pub semantics: Semantics,
+    /// The server with the most GPUs (the last of equals), found once: every placement asks for it.
+    widest: ServerSpec,
+    /// The fewest and most cores and GiB per GPU at the proportional share over the servers.
+    share_range: ShareRange,
+}
+
+/// The fewest and most cores and GiB per GPU that the servers give at the proportional share.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShareRange {
+    /// Fewest cores per GPU.
+    pub min_cpus_per_gpu: f64,
+    /// Fewest GiB per GPU.
+    pub min_memory_gib_per_gpu: f64,
+    /// Most cores per GPU.
+    pub max_cpus_per_gpu: f64,
+    /// Most GiB per GPU.
+    pub max_memory_gib_per_gpu: f64,
 }
 
 impl ClusterState {
     /// The server with the most GPUs (the last of equals): it bounds what one job's demand may ask for.
     pub fn widest_server(&self) -> ServerSpec {
-        *self
-            .specs
-            .iter()
-            .max_by_key(|s| s.gpus)
-            .expect("a cluster has servers")
+        self.widest
+    }
+
+    /// The range of the servers' per-GPU proportional shares.
+    pub fn share_range(&self) -> ShareRange {
+        self.share_range
     }
 
     /// An empty cluster under this project's semantics.
@@ -236,15 +255,36 @@ impl ClusterState {
 
     /// An empty cluster whose placements follow `semantics`.
     pub fn with_semantics(cfg: &ClusterConfig, semantics: Semantics) -> ClusterState {
+        let specs = &cfg.servers;
+        let widest = *specs
+            .iter()
+            .max_by_key(|s| s.gpus)
+            .expect("a cluster has servers");
+        let share_range = specs.iter().fold(
+            ShareRange {
+                min_cpus_per_gpu: f64::INFINITY,
+                min_memory_gib_per_gpu: f64::INFINITY,
+                max_cpus_per_gpu: 0.0,
+                max_memory_gib_per_gpu: 0.0,
+            },
+            |r, s| ShareRange {
+                min_cpus_per_gpu: r.min_cpus_per_gpu.min(s.cpus_per_gpu()),
+                min_memory_gib_per_gpu: r.min_memory_gib_per_gpu.min(s.memory_gib_per_gpu()),
+                max_cpus_per_gpu: r.max_cpus_per_gpu.max(s.cpus_per_gpu()),
+                max_memory_gib_per_gpu: r.max_memory_gib_per_gpu.max(s.memory_gib_per_gpu()),
+            },
+        );
         let mut s = ClusterState {
-            specs: cfg.servers.clone(),
+            specs: specs.clone(),
             free_gpus: Vec::new(),
             free_cpus: Vec::new(),
             free_memory_gib: Vec::new(),
-            residents: vec![Vec::new(); cfg.servers.len()],
-            open: Vec::new(),
+            residents: vec![Vec::new(); specs.len()],
+            room: RoomIndex::new(specs),
             free_gpus_total: 0,
             semantics,
+            widest,
+            share_range,
         };
         s.reset();
         s
@@ -255,16 +295,25 @@ impl ClusterState {
         self.free_gpus.clear();
         self.free_cpus.clear();
         self.free_memory_gib.clear();
-        self.open.clear();
         self.free_gpus_total = 0;
         for (i, s) in self.specs.iter().enumerate() {
             self.free_gpus.push(s.gpus);
             self.free_cpus.push(s.cpus);
             self.free_memory_gib.push(s.memory_gib);
             self.residents[i].clear();
-            self.open.push(i as u32);
             self.free_gpus_total += s.gpus as u64;
         }
+        self.room.reset(&self.specs);
+    }
+
+    /// Tells the room index what server `s` has free now.
+    fn changed(&mut self, s: usize) {
+        self.room.update(
+            s,
+            self.free_gpus[s],
+            self.free_cpus[s],
+            self.free_memory_gib[s],
+        );
     }
 
     /// Whether `part` fits on its server now.
@@ -291,11 +340,7 @@ impl ClusterState {
         if p.gpus > 0 {
             self.residents[s].push(slot);
         }
-        if self.free_gpus[s] == 0 {
-            if let Some(k) = self.open.iter().position(|&x| x == p.server) {
-                self.open.remove(k);
-            }
-        }
+        self.changed(s);
     }
 
     /// Gives back cores and memory (not GPUs) of a part when a job is demoted; a negative amount takes
@@ -304,6 +349,7 @@ impl ClusterState {
         let s = server as usize;
         self.free_cpus[s] += cpus;
         self.free_memory_gib[s] += memory_gib;
+        self.changed(s);
         debug_assert!(
             self.free_cpus[s] >= -EPS && self.free_memory_gib[s] >= -EPS,
             "server {s} over-allocated by a demotion"

@@ -1,10 +1,13 @@
 //! The allocation mechanisms of docs/architecture.md §5.4 that need no solver: GPU-proportional, greedy best-case
 //! demand, and Synergy-TUNE.
 
-use super::place::{best_share, commit, fallback_share, find, place_with_demotion, speeds, Share};
+use super::place::{
+    best_share, commit, fallback_share, find_into, place_with_demotion, speeds, Share,
+};
 use super::{Grant, Mechanism, MechanismStats, Request};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::ClusterState;
+use crate::sched::cluster::Part;
 
 /// Every GPU brings its server's per-GPU share of cores and memory.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,12 +24,12 @@ impl Mechanism for Proportional {
         runnable: &[Request],
         grants: &mut [Grant],
     ) -> MechanismStats {
+        let mut parts = Vec::new();
         for (slot, req) in runnable.iter().enumerate() {
             // Every placed GPU holds exactly its share, so any free GPU has its share free too.
-            let parts = find(state, req.gpus, Share::Proportional)
-                .expect("GPU counts of the runnable set fit the cluster");
-            commit(state, slot, &parts);
-            grants[slot].parts = parts;
+            let found = find_into(state, req.gpus, Share::Proportional, &mut parts);
+            assert!(found, "GPU counts of the runnable set fit the cluster");
+            place(state, grants, slot, &parts);
         }
         MechanismStats::default()
     }
@@ -48,15 +51,15 @@ impl Mechanism for Greedy {
         grants: &mut [Grant],
     ) -> MechanismStats {
         let widest = state.widest_server().gpus;
+        let mut parts = Vec::new();
         for (slot, req) in runnable.iter().enumerate() {
             let share = if req.gpus > widest {
                 Share::Proportional
             } else {
                 best_share(catalog, state, req)
             };
-            if let Some(parts) = find(state, req.gpus, share) {
-                commit(state, slot, &parts);
-                grants[slot].parts = parts;
+            if find_into(state, req.gpus, share, &mut parts) {
+                place(state, grants, slot, &parts);
             }
         }
         MechanismStats::default()
@@ -103,21 +106,17 @@ pub fn tune_with(
 ) -> u32 {
     let widest = state.widest_server().gpus;
     let mut demotions = 0;
+    let mut parts = Vec::new();
     for (slot, req) in runnable.iter().enumerate() {
-        let step1 = if req.gpus > widest {
-            None
-        } else {
-            // A demand capped to fit one server can land below GPU-proportional on a roomier server;
-            // tune never runs a job slower than GPU-proportional, so such a placement does not count.
-            find(state, req.gpus, first(slot)).filter(|parts| {
-                let (speed, prop) = speeds(catalog, state, req, parts);
-                speed + 1e-9 >= prop
-            })
+        // A demand capped to fit one server can land below GPU-proportional on a roomier server; tune
+        // never runs a job slower than GPU-proportional, so such a placement does not count.
+        let step1 = req.gpus <= widest && find_into(state, req.gpus, first(slot), &mut parts) && {
+            let (speed, prop) = speeds(catalog, state, req, &parts);
+            speed + 1e-9 >= prop
         };
         let fallback = fallback_share(catalog, state, req);
-        if let Some(parts) = step1.or_else(|| find(state, req.gpus, fallback)) {
-            commit(state, slot, &parts);
-            grants[slot].parts = parts;
+        if step1 || find_into(state, req.gpus, fallback, &mut parts) {
+            place(state, grants, slot, &parts);
             continue;
         }
         match place_with_demotion(catalog, state, runnable, grants, slot, fallback) {
@@ -126,4 +125,11 @@ pub fn tune_with(
         }
     }
     demotions
+}
+
+/// Takes `parts` for the job in `slot` and grants them, reusing the grant's vector.
+fn place(state: &mut ClusterState, grants: &mut [Grant], slot: usize, parts: &[Part]) {
+    commit(state, slot, parts);
+    grants[slot].parts.clear();
+    grants[slot].parts.extend_from_slice(parts);
 }

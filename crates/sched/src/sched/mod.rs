@@ -9,6 +9,7 @@ pub mod mechanism;
 pub mod opt;
 pub mod place;
 pub mod policy;
+pub mod room;
 pub mod round;
 pub mod semantics;
 pub mod server;

@@ -54,13 +54,12 @@ pub fn fallback_share(catalog: &Catalog, state: &ClusterState, req: &Request) ->
     }
     let own = best_share(catalog, state, req);
     let m = catalog.get(req.model as usize);
-    let shares = state
-        .specs
-        .iter()
-        .map(|s| (s.cpus_per_gpu(), s.memory_gib_per_gpu()));
-    let (lo_c, lo_m, hi_c, hi_m) = shares.fold(
-        (f64::INFINITY, f64::INFINITY, 0.0f64, 0.0f64),
-        |(a, b, c, d), (pc, pm)| (a.min(pc), b.min(pm), c.max(pc), d.max(pm)),
+    let r = state.share_range();
+    let (lo_c, lo_m, hi_c, hi_m) = (
+        r.min_cpus_per_gpu,
+        r.min_memory_gib_per_gpu,
+        r.max_cpus_per_gpu,
+        r.max_memory_gib_per_gpu,
     );
     match own {
         Share::PerGpu { cpus, memory_gib }
@@ -77,52 +76,69 @@ pub fn fallback_share(catalog: &Catalog, state: &ClusterState, req: &Request) ->
 /// Finds room for `gpus` GPUs at `share` without taking it: one server if possible, else spread; under
 /// the reference's [`Placement::FirstFitPerGpu`] spread at once, in server order.
 pub fn find(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    if state.free_gpus_total < gpus as u64 {
-        return None;
-    }
-    if state.semantics.placement == Placement::OneServerFirst {
-        if let Some(one) = find_one_server(state, gpus, share) {
-            return Some(one);
-        }
-        if gpus == 1 {
-            return None;
-        }
-    }
-    find_spread(state, gpus, share)
+    let mut parts = Vec::new();
+    find_into(state, gpus, share, &mut parts).then_some(parts)
 }
 
-/// The first server (in index order) that holds all `gpus` GPUs at `share`.
-fn find_one_server(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    for &s in &state.open {
-        let si = s as usize;
-        if state.free_gpus[si] >= gpus {
+/// [`find`] into `parts` (emptied first; empty again when there is no room): a mechanism placing
+/// thousands of jobs a round reuses one vector instead of allocating one per job.
+pub fn find_into(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
+    parts.clear();
+    if state.free_gpus_total < gpus as u64 {
+        return false;
+    }
+    if state.semantics.placement == Placement::OneServerFirst {
+        if find_one_server(state, gpus, share, parts) {
+            return true;
+        }
+        if gpus == 1 {
+            return false;
+        }
+    }
+    let found = find_spread(state, gpus, share, parts);
+    if !found {
+        parts.clear();
+    }
+    found
+}
+
+/// The first server (in index order) that holds all `gpus` GPUs at `share`, pushed onto `parts`.
+fn find_one_server(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
+    state
+        .room
+        .first_holding(0, gpus, share, |si| {
             let (c, m) = need(&state.specs[si], gpus, share);
-            if state.fits(si, gpus, c, m) {
-                return Some(vec![Part {
-                    server: s,
+            let fits = state.fits(si, gpus, c, m);
+            if fits {
+                parts.push(Part {
+                    server: si as u32,
                     gpus,
                     cpus: c,
                     memory_gib: m,
-                }]);
+                });
             }
-        }
-    }
-    None
+            fits
+        })
+        .is_some()
 }
 
 /// `gpus` GPUs at `share` over the servers in index order, each giving as many as it has room for: the
-/// same as taking GPU by GPU the first server with room for one more.
-fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part>> {
-    let mut parts = Vec::new();
+/// same as taking GPU by GPU the first server with room for one more. Servers without room for one
+/// GPU give none, so only those with room for one are visited.
+fn find_spread(state: &ClusterState, gpus: u32, share: Share, parts: &mut Vec<Part>) -> bool {
     let mut left = gpus;
-    for &s in &state.open {
-        let si = s as usize;
+    let mut from = 0;
+    while let Some(si) = state.room.first_holding(from, 1, share, &mut |si| {
+        let (c, m) = need(&state.specs[si], 1, share);
+        state.fits(si, 1, c, m)
+    }) {
+        from = si + 1;
         let mut k = state.free_gpus[si].min(left);
         while k > 0 {
             let (c, m) = need(&state.specs[si], k, share);
             if state.fits(si, k, c, m) {
                 parts.push(Part {
-                    server: s,
+                    server: si as u32,
                     gpus: k,
                     cpus: c,
                     memory_gib: m,
@@ -133,10 +149,10 @@ fn find_spread(state: &ClusterState, gpus: u32, share: Share) -> Option<Vec<Part
             k -= 1;
         }
         if left == 0 {
-            return Some(parts);
+            return true;
         }
     }
-    None
+    false
 }
 
 /// Takes `parts` for the job in `slot`.
@@ -144,6 +160,18 @@ pub fn commit(state: &mut ClusterState, slot: usize, parts: &[Part]) {
     for p in parts {
         state.take(slot as u32, *p);
     }
+}
+
+/// Speed of a job holding `parts`.
+pub fn speed(catalog: &Catalog, state: &ClusterState, req: &Request, parts: &[Part]) -> f64 {
+    let m = catalog.get(req.model as usize);
+    let g = req.gpus.max(1) as f64;
+    let (c, mem) = parts
+        .iter()
+        .fold((0.0, 0.0), |(c, mem), p| (c + p.cpus, mem + p.memory_gib));
+    state
+        .semantics
+        .speed(m, req.gpus, &state.widest_server(), c / g, mem / g)
 }
 
 /// Speed of a job holding `parts`, and its speed at GPU-proportional share on the same GPUs.
@@ -155,18 +183,13 @@ pub fn speeds(
 ) -> (f64, f64) {
     let m = catalog.get(req.model as usize);
     let g = req.gpus.max(1) as f64;
-    let (mut c, mut mem, mut pc, mut pm) = (0.0, 0.0, 0.0, 0.0);
+    let (mut pc, mut pm) = (0.0, 0.0);
     for p in parts {
         let spec = &state.specs[p.server as usize];
-        c += p.cpus;
-        mem += p.memory_gib;
         pc += p.gpus as f64 * spec.cpus_per_gpu();
         pm += p.gpus as f64 * spec.memory_gib_per_gpu();
     }
-    let speed = state
-        .semantics
-        .speed(m, req.gpus, &state.widest_server(), c / g, mem / g);
-    (speed, m.speed(pc / g, pm / g))
+    (speed(catalog, state, req, parts), m.speed(pc / g, pm / g))
 }
 
 /// How far above GPU-proportional share a job sits, in shares of cores plus shares of memory.
@@ -274,26 +297,33 @@ fn demote_on_one_server(
     share: Share,
 ) -> (u32, bool) {
     let gpus = requests[slot].gpus;
-    let servers = state.specs.len() as u32;
-    let targets: Vec<(u32, u32)> =
-        match (0..servers).find(|&s| gpus > 1 && state.free_gpus[s as usize] >= gpus) {
-            Some(s) => vec![(s, gpus)],
-            None => {
-                let mut open = state.open.clone();
-                open.sort_by_key(|&s| (state.free_gpus[s as usize], s));
-                let mut left = gpus;
-                let mut t = Vec::new();
-                for s in open {
-                    if left == 0 {
-                        break;
+    let first_whole = if gpus > 1 {
+        state.room.first_with_free_gpus(0, gpus, u32::MAX)
+    } else {
+        None
+    };
+    let targets: Vec<(u32, u32)> = match first_whole {
+        Some(s) => vec![(s as u32, gpus)],
+        None => {
+            // The servers with free GPUs, fewest free first (then by index), until the job's GPUs are
+            // covered.
+            let mut left = gpus;
+            let mut t = Vec::new();
+            if let Some((lo, hi)) = state.room.open_gpu_range() {
+                'counts: for free in lo..=hi {
+                    for s in state.room.with_free_gpus(free, free) {
+                        if left == 0 {
+                            break 'counts;
+                        }
+                        let k = free.min(left);
+                        t.push((s as u32, k));
+                        left -= k;
                     }
-                    let k = state.free_gpus[s as usize].min(left);
-                    t.push((s, k));
-                    left -= k;
                 }
-                t
             }
-        };
+            t
+        }
+    };
     let mut demotions = 0;
     for (s, k) in targets {
         let si = s as usize;
@@ -341,20 +371,17 @@ fn demote_anywhere(
     let mut left = gpus;
     let mut parts = Vec::new();
     let mut demotions = 0;
-    let open = state.open.clone();
-    // Prefer one server that has all the GPUs, as placement without demotion does.
-    let order: Vec<u32> = open
-        .iter()
-        .copied()
-        .filter(|&s| state.free_gpus[s as usize] >= gpus)
-        .chain(
-            open.iter()
-                .copied()
-                .filter(|&s| state.free_gpus[s as usize] < gpus),
-        )
-        .collect();
-    for s in order {
-        let si = s as usize;
+    // Prefer one server that has all the GPUs, as placement without demotion does. Demotion frees cores
+    // and memory, never GPUs, so the servers' free GPUs stay what they were when the order began.
+    let chains = [(gpus.max(1), u32::MAX), (1, gpus.saturating_sub(1))];
+    let (mut chain, mut from) = (0, 0);
+    while let Some(&(lo, hi)) = chains.get(chain) {
+        let Some(si) = state.room.first_with_free_gpus(from, lo, hi) else {
+            (chain, from) = (chain + 1, 0);
+            continue;
+        };
+        from = si + 1;
+        let s = si as u32;
         let k = state.free_gpus[si].min(left);
         if k == 0 {
             continue;

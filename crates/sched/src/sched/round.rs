@@ -39,7 +39,12 @@ impl Round {
             model: jobs[i].model,
             gpus: jobs[i].gpus,
         }));
-        self.grants.clear();
+        // Emptied in place: their vectors are reused round after round.
+        self.grants.truncate(self.requests.len());
+        for g in &mut self.grants {
+            g.parts.clear();
+            g.demoted = false;
+        }
         self.grants.resize(self.requests.len(), Grant::default());
         self.stats = mechanism.allocate(catalog, state, &self.requests, &mut self.grants);
         debug_assert!(state.consistent(), "a server is over-allocated");

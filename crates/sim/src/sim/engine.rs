@@ -3,7 +3,7 @@
 //! job advances floor(300 / (iter_time / speed)) iterations. Per-round work is proportional to the active
 //! jobs only: finished jobs leave the active list at once.
 
-use super::metrics::{FinishedJob, RoundRecord, SimResult};
+use super::metrics::{FinishedJob, Measured, ModelNames, RoundRecord, SimResult};
 use super::semantics::{RoundEnd, SimSemantics};
 use super::trace::{GenConfig, Generator, GpuMode};
 use super::SimError;
@@ -12,7 +12,7 @@ use crate::error::Setting;
 use crate::format::trace::TraceJob;
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState};
-use crate::sched::place::speeds;
+use crate::sched::place;
 use crate::sched::{JobState, Mechanism, Policy, Round};
 use std::time::Instant;
 
@@ -41,6 +41,9 @@ pub struct SimConfig {
     pub window: Option<(u64, u64)>,
     /// Keep a record per round (utilization over time).
     pub record_rounds: bool,
+    /// Keep a record per finished job (the per-job table, the JCT charts); without them a run holds only
+    /// its active jobs and 8 bytes per measured job (docs/architecture.md §5.1, "Cost of a round").
+    pub record_jobs: bool,
     /// This project's rules or the reference simulator's (docs/simulate.md, "Two semantics"), for a
     /// trace with multi-GPU jobs; a single-GPU trace always runs under this project's.
     pub semantics: SimSemantics,
@@ -54,6 +57,7 @@ impl SimConfig {
             round_s: 300.0,
             window: Some((4000, 4999)),
             record_rounds: true,
+            record_jobs: true,
             semantics: SimSemantics::SYNERGY,
         }
     }
@@ -163,6 +167,25 @@ fn arrivals(
     })
 }
 
+/// What a run tells whoever watches it as it goes (a progress bar): called from the thread that runs it,
+/// a few times a second at most.
+pub trait Watch: Sync {
+    /// A run starts that ends when `jobs` measured jobs have finished.
+    fn started(&self, _jobs: u64) {}
+    /// Since the last call, `jobs` more measured jobs finished and `rounds` more rounds ran; the run has
+    /// reached simulated time `now_s`.
+    fn advanced(&self, _jobs: u64, _rounds: u64, _now_s: f64) {}
+}
+
+/// Watches nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unwatched;
+
+impl Watch for Unwatched {}
+
+/// How often a run reports to its [`Watch`].
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Runs one simulation to the end of its window (or of its finite trace).
 pub fn run(
     catalog: &Catalog,
@@ -171,8 +194,24 @@ pub fn run(
     policy: &dyn Policy,
     mechanism: &mut dyn Mechanism,
 ) -> Result<SimResult, SimError> {
+    run_watched(catalog, cfg, source, policy, mechanism, &Unwatched)
+}
+
+/// [`run`], reporting its progress to `watch`.
+pub fn run_watched(
+    catalog: &Catalog,
+    cfg: &SimConfig,
+    source: TraceSource,
+    policy: &dyn Policy,
+    mechanism: &mut dyn Mechanism,
+    watch: &dyn Watch,
+) -> Result<SimResult, SimError> {
     let started = Instant::now();
     let (mut pending, window_total) = arrivals(catalog, cfg, source)?;
+    watch.started(window_total);
+    let (mut reported_at, mut reported_jobs, mut reported_rounds) = (started, 0u64, 0u64);
+    let names = ModelNames::of(catalog);
+    let mut measured = Measured::default();
     let semantics = cfg.semantics;
     let in_window = |id: u64| cfg.window.is_none_or(|(a, b)| id >= a && id <= b);
 
@@ -242,7 +281,7 @@ pub fn run(
             mem_used += m;
             running += 1;
             job_rounds += 1;
-            let (speed, _) = speeds(catalog, &state, &round.requests[slot], &grant.parts);
+            let speed = place::speed(catalog, &state, &round.requests[slot], &grant.parts);
             speed_sum += speed;
             let job = &mut active[i];
             let rate = speed / job.iter_time_s;
@@ -263,7 +302,11 @@ pub fn run(
                 if job.in_window {
                     window_done += 1;
                 }
-                records.push(FinishedJob::of(job, finish_s, catalog));
+                let record = FinishedJob::of(job, finish_s, &names);
+                measured.add(&record);
+                if cfg.record_jobs {
+                    records.push(record);
+                }
             } else {
                 job.remaining_iters -= iters;
                 job.attained_s += cfg.round_s;
@@ -296,6 +339,15 @@ pub fn run(
         if window_done >= window_total {
             break;
         }
+        if reported_at.elapsed() >= WATCH_EVERY {
+            watch.advanced(
+                window_done - reported_jobs,
+                rounds_run - reported_rounds,
+                now + cfg.round_s,
+            );
+            (reported_at, reported_jobs, reported_rounds) =
+                (Instant::now(), window_done, rounds_run);
+        }
         now += cfg.round_s;
         if now > MAX_SIMULATED_S {
             return Err(SimError::NoProgress {
@@ -304,8 +356,14 @@ pub fn run(
         }
     }
 
+    watch.advanced(
+        window_done - reported_jobs,
+        rounds_run - reported_rounds,
+        now + cfg.round_s,
+    );
     Ok(SimResult::new(
         records,
+        measured,
         rounds,
         &cfg.cluster,
         super::metrics::RunFacts {

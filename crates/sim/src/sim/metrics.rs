@@ -6,16 +6,17 @@ use crate::sched::cluster::ClusterConfig;
 use crate::sched::JobState;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One finished job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FinishedJob {
     /// Trace id.
     pub id: u64,
-    /// Model name.
-    pub model: String,
+    /// Model name (shared with every job of the model: a million records hold no copies).
+    pub model: Arc<str>,
     /// Model class.
-    pub class: String,
+    pub class: Arc<str>,
     /// GPUs.
     pub gpus: u32,
     /// Arrival, seconds.
@@ -38,13 +39,13 @@ pub struct FinishedJob {
 
 impl FinishedJob {
     /// The record of `job`, finishing at `finish_s`.
-    pub fn of(job: &JobState, finish_s: f64, catalog: &Catalog) -> FinishedJob {
-        let m = catalog.get(job.model as usize);
+    pub fn of(job: &JobState, finish_s: f64, names: &ModelNames) -> FinishedJob {
+        let (model, class) = &names.0[job.model as usize];
         let jct_s = finish_s - job.arrival_s;
         FinishedJob {
             id: job.id,
-            model: m.name.clone(),
-            class: m.class.clone(),
+            model: model.clone(),
+            class: class.clone(),
             gpus: job.gpus,
             arrival_s: job.arrival_s,
             start_s: job.first_start_s.unwrap_or(finish_s),
@@ -55,6 +56,72 @@ impl FinishedJob {
             demotions: job.demotions,
             in_window: job.in_window,
         }
+    }
+}
+
+/// The name and class of each model of a catalog, made once per run for the records of its jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelNames(Vec<(Arc<str>, Arc<str>)>);
+
+impl ModelNames {
+    /// The names of `catalog`'s models, by index.
+    pub fn of(catalog: &Catalog) -> ModelNames {
+        ModelNames(
+            catalog
+                .models
+                .iter()
+                .map(|m| (Arc::from(m.name.as_str()), Arc::from(m.class.as_str())))
+                .collect(),
+        )
+    }
+}
+
+/// What the summary needs of the measured jobs, gathered as they finish: their JCTs (8 bytes a job, for
+/// the median and the tail) and running sums taken in finish order, the order in which a list of every
+/// finished job would be summed, so that a run keeps no per-job record unless its outputs ask for one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    jct_s: Vec<f64>,
+    first_arrival_s: f64,
+    last_finish_s: f64,
+    by_class: BTreeMap<Arc<str>, (f64, u64)>,
+    ftf_sum: Option<f64>,
+    ftf_max: f64,
+    demoted: u64,
+}
+
+impl Default for Measured {
+    fn default() -> Self {
+        Measured {
+            jct_s: Vec::new(),
+            first_arrival_s: f64::INFINITY,
+            last_finish_s: 0.0,
+            by_class: BTreeMap::new(),
+            ftf_sum: None,
+            ftf_max: 0.0,
+            demoted: 0,
+        }
+    }
+}
+
+impl Measured {
+    /// Counts `j` if it is in the measurement window.
+    pub fn add(&mut self, j: &FinishedJob) {
+        if !j.in_window {
+            return;
+        }
+        self.jct_s.push(j.jct_s);
+        self.first_arrival_s = self.first_arrival_s.min(j.arrival_s);
+        self.last_finish_s = self.last_finish_s.max(j.finish_s);
+        let e = match self.by_class.get_mut(&j.class) {
+            Some(e) => e,
+            None => self.by_class.entry(j.class.clone()).or_default(),
+        };
+        e.0 += j.jct_s;
+        e.1 += 1;
+        self.ftf_sum = Some(self.ftf_sum.map_or(j.ftf, |s| s + j.ftf));
+        self.ftf_max = self.ftf_max.max(j.ftf);
+        self.demoted += u64::from(j.demotions > 0);
     }
 }
 
@@ -223,27 +290,20 @@ pub struct SimResult {
 }
 
 impl SimResult {
-    /// Summarizes records.
+    /// Summarizes a run: `jobs` are the records kept (all finished jobs, or none when the outputs need
+    /// none), `measured` what the measured jobs added up to.
     pub fn new(
         jobs: Vec<FinishedJob>,
+        measured: Measured,
         rounds: Vec<RoundRecord>,
         cluster: &ClusterConfig,
         f: RunFacts,
     ) -> SimResult {
-        let measured: Vec<&FinishedJob> = jobs.iter().filter(|j| j.in_window).collect();
-        let jct = JctStats::of(measured.iter().map(|j| j.jct_s).collect());
-        let first = measured
-            .iter()
-            .map(|j| j.arrival_s)
-            .fold(f64::INFINITY, f64::min);
-        let last = measured.iter().map(|j| j.finish_s).fold(0.0, f64::max);
-        let mut by_class: BTreeMap<String, (f64, u64)> = BTreeMap::new();
-        for j in &measured {
-            let e = by_class.entry(j.class.clone()).or_default();
-            e.0 += j.jct_s;
-            e.1 += 1;
-        }
-        let n = measured.len().max(1) as f64;
+        let count = measured.jct_s.len();
+        let jct = JctStats::of(measured.jct_s);
+        let (first, last) = (measured.first_arrival_s, measured.last_finish_s);
+        let by_class = measured.by_class;
+        let n = count.max(1) as f64;
         let nr = f.rounds.max(1) as f64;
         let (tg, tc, tm) = (
             cluster.total_gpus() as f64,
@@ -255,17 +315,21 @@ impl SimResult {
             mechanism: f.mechanism,
             semantics: f.semantics,
             jct,
-            makespan_h: if measured.is_empty() {
+            makespan_h: if count == 0 {
                 0.0
             } else {
                 (last - first) / 3600.0
             },
             class_mean_jct_h: by_class
                 .into_iter()
-                .map(|(k, (s, c))| (k, s / c as f64 / 3600.0))
+                .map(|(k, (s, c))| (k.to_string(), s / c as f64 / 3600.0))
                 .collect(),
-            ftf_mean: measured.iter().map(|j| j.ftf).sum::<f64>() / n,
-            ftf_max: measured.iter().map(|j| j.ftf).fold(0.0, f64::max),
+            // An empty sum is what summing no value gives, as for a list of jobs.
+            ftf_mean: measured
+                .ftf_sum
+                .unwrap_or_else(|| std::iter::empty::<f64>().sum())
+                / n,
+            ftf_max: measured.ftf_max,
             gpu_util: f.used_sums.0 / tg / nr,
             cpu_util: f.used_sums.1 / tc / nr,
             memory_util: f.used_sums.2 / tm / nr,
@@ -275,7 +339,7 @@ impl SimResult {
                 0.0
             },
             demotions: f.demotions,
-            jobs_demoted: measured.iter().filter(|j| j.demotions > 0).count() as u64,
+            jobs_demoted: measured.demoted,
             rounds: f.rounds,
             simulated_h: f.end_s / 3600.0,
             job_rounds: f.job_rounds,

@@ -10,7 +10,7 @@ pub mod sweep;
 pub mod table;
 pub mod trace;
 
-pub use engine::{check_round, run, SimConfig, TraceSource};
+pub use engine::{check_round, run, run_watched, SimConfig, TraceSource, Unwatched, Watch};
 pub use metrics::{SimResult, Summary};
 pub use semantics::SimSemantics;
 

@@ -124,8 +124,8 @@ pub fn jobs_table(r: &SimResult) -> Table {
         name: "jobs",
         columns: vec![
             ("id", int(&|j| j.id as i64)),
-            ("model", text(&|j| j.model.clone())),
-            ("class", text(&|j| j.class.clone())),
+            ("model", text(&|j| j.model.to_string())),
+            ("class", text(&|j| j.class.to_string())),
             ("gpus", int(&|j| j.gpus.into())),
             ("arrival_s", float(&|j| j.arrival_s, 3)),
             ("start_s", float(&|j| j.start_s, 3)),

@@ -1,7 +1,7 @@
 //! Sweeps: every combination of policies, mechanisms, loads and seeds, run in parallel on scoped threads
 //! (one simulation per task; each is single-threaded and deterministic, so order does not matter).
 
-use super::engine::{run, SimConfig, TraceSource};
+use super::engine::{run_watched, SimConfig, TraceSource, Watch};
 use super::metrics::SimResult;
 use super::trace::GenConfig;
 use super::SimError;
@@ -23,13 +23,15 @@ pub struct Point {
     pub seed: u64,
 }
 
-/// Runs every point on up to `threads` threads; results come back in the order of `points`.
+/// Runs every point on up to `threads` threads, each reporting its progress to `watch`; results come back
+/// in the order of `points`.
 pub fn sweep(
     catalog: &Catalog,
     cfg: &SimConfig,
     base: &TraceSource,
     points: &[Point],
     threads: usize,
+    watch: &dyn Watch,
 ) -> Result<Vec<SimResult>, SimError> {
     let next = AtomicUsize::new(0);
     let results: Mutex<Vec<Option<Result<SimResult, SimError>>>> =
@@ -39,7 +41,7 @@ pub fn sweep(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = points.get(i) else { break };
-                let r = run_point(catalog, cfg, base, p);
+                let r = run_point(catalog, cfg, base, p, watch);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -58,6 +60,7 @@ pub fn run_point(
     cfg: &SimConfig,
     base: &TraceSource,
     p: &Point,
+    watch: &dyn Watch,
 ) -> Result<SimResult, SimError> {
     let policy = policy_by_name(&p.policy)?;
     let mut mech = mechanism_by_name(&p.mechanism)?;
@@ -69,5 +72,5 @@ pub fn run_point(
         }),
         other => other.clone(),
     };
-    run(catalog, cfg, source, policy.as_ref(), mech.as_mut())
+    run_watched(catalog, cfg, source, policy.as_ref(), mech.as_mut(), watch)
 }

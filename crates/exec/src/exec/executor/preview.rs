@@ -37,6 +37,7 @@ pub(super) fn predict_with(
         round_s,
         window: None,
         record_rounds: false,
+        record_jobs: true,
         // The executor plans by this project's rules, so its preview does too.
         semantics: sim::SimSemantics::SYNERGY,
     };

@@ -87,6 +87,7 @@ fn run_with(
         round_s: 300.0,
         window,
         record_rounds: false,
+        record_jobs: true,
         semantics: sem,
     };
     let mut tune = mechanism_by_name("tune").unwrap();
