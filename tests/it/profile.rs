@@ -25,19 +25,36 @@ fn profile_args<'a>(spec: &'a str, out: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// The small text workload profiled by [`profile_args`] as `adjust` changes them, which must succeed: its
+/// directory, spec, profile file and the profile printed.
+fn profile_small_text(
+    adjust: impl FnOnce(&mut Vec<&str>),
+) -> (
+    tempfile::TempDir,
+    String,
+    std::path::PathBuf,
+    serde_json::Value,
+) {
+    let d = tempfile::tempdir().unwrap();
+    let spec = small_text_spec(d.path());
+    let out = d.path().join("text.json");
+    let out_s = out.display().to_string();
+    let mut args = profile_args(&spec, &out_s);
+    adjust(&mut args);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p = serde_json::from_slice(&o.stdout).unwrap();
+    (d, spec, out, p)
+}
+
 #[test]
 fn a_profile_round_trips_through_predict() {
     if common::skip_without_cgroups() {
         return;
     }
     let _g = common::serial();
-    let d = tempfile::tempdir().unwrap();
-    let spec = small_text_spec(d.path());
-    let out = d.path().join("text.json");
+    let (d, spec, out, p) = profile_small_text(|_| ());
     let out_s = out.display().to_string();
-    let o = run(&profile_args(&spec, &out_s));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(p["schema"], "synergy-profile/1.12");
     assert!(out.with_extension("csv").exists());
     assert!(
@@ -113,17 +130,11 @@ fn a_budget_too_short_for_the_held_out_points_leaves_them_out_and_says_so() {
         return;
     }
     let _g = common::serial();
-    let d = tempfile::tempdir().unwrap();
-    let spec = small_text_spec(d.path());
-    let out = d.path().join("text.json");
-    let out_s = out.display().to_string();
-    let mut args = profile_args(&spec, &out_s);
-    let at = args.iter().position(|a| *a == "--validate").unwrap();
-    args[at + 1] = "2";
-    args.extend(["--budget", "1s"]);
-    let o = run(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let p: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (d, spec, out, p) = profile_small_text(|args| {
+        let at = args.iter().position(|a| *a == "--validate").unwrap();
+        args[at + 1] = "2";
+        args.extend(["--budget", "1s"]);
+    });
     assert_eq!(p["validation"].as_array().map_or(0, Vec::len), 0, "{p:#}");
     let warnings = p["warnings"].as_array().unwrap();
     let said = warnings
