@@ -545,65 +545,74 @@ fn the_probes_synthetic_mode_agrees_with_the_scripts_own_fake_data() {
     let at = ["--cpus", "2", "--max-seconds", "60", "--probe", "pytorch"];
     let shape = ["-b", "8", "--image-size", "32"];
     let _serial = common::serial();
-    let Some(replayed) = common::measure_undisturbed(
+    let replay_args = [
+        &at[..],
+        &["--synthetic", "--", py.as_str(), script.as_str(), "-j", "2"],
+        &shape,
+        &[data.to_str().unwrap()],
+    ]
+    .concat();
+    let dummy_args = [
+        &at[..],
         &[
-            &at[..],
-            &["--synthetic", "--", py.as_str(), script.as_str(), "-j", "2"],
-            &shape,
-            &[data.to_str().unwrap()],
-        ]
-        .concat(),
-    ) else {
-        return;
-    };
-    let Some(dummy) = common::measure_undisturbed(
-        &[
-            &at[..],
-            &[
-                "--",
-                py.as_str(),
-                script.as_str(),
-                "--dummy",
-                "--num-classes",
-                "10",
-            ],
-            &shape,
-        ]
-        .concat(),
-    ) else {
-        return;
-    };
-    let replay = &replayed["probe"]["replay"];
-    assert!(
-        replay["batches"].as_u64().unwrap() >= 1,
-        "{}",
-        replayed["probe"]
-    );
-    assert_eq!(replay["device"], "cpu");
-    // Samples per CPU-second of the workload's own cgroup, not per wall second: the two runs follow
-    // each other, and in fresh-clone CI, where other tests share the host, one of them can get much less
-    // of its two cores than the other without being flagged (one CI run measured the replay at 104.2
-    // samples/s against --dummy at 137.0; on a quiet host the replay is the faster, 223.7-297.9 against
-    // 188.8-254.3).
+            "--",
+            py.as_str(),
+            script.as_str(),
+            "--dummy",
+            "--num-classes",
+            "10",
+        ],
+        &shape,
+    ]
+    .concat();
+    // Samples per CPU-second of the workload's own cgroup, not per wall second: in fresh-clone CI one run
+    // got far less of its two cores than the other without being flagged (replay 104.2 samples/s against
+    // --dummy 137.0; on a quiet host the replay is the faster, 223.7-297.9 against 188.8-254.3).
     let per_cpu_s = |v: &Value| {
         let (rate, ci) = common::rate(v);
         let used = v["telemetry"]["cpu_cores_used"].as_f64().unwrap_or(0.0);
         assert!(used > 0.0, "no CPU use recorded: {}", v["telemetry"]);
         (rate / used, ci / used)
     };
-    let (a, a_ci) = per_cpu_s(&replayed);
-    let (b, b_ci) = per_cpu_s(&dummy);
-    println!(
-        "replayed {a:.1} ± {a_ci:.1}, the script's --dummy {b:.1} ± {b_ci:.1} samples per CPU-second"
-    );
     // Both feed the model tensors from memory, but the script's --dummy still indexes and collates every
     // batch on the training process (no loader workers) where the replay hands over whole batches, so
     // the replay does less per sample: 113.3-118.8 against 95.5-105.1 samples per CPU-second here. A
     // replay that did more per sample than --dummy would still be paying for the loader; one doing far
     // less would have skipped the model.
-    assert!(
-        a + a_ci + b_ci >= 0.85 * b && a - a_ci - b_ci <= 2.5 * b,
-        "replayed {a:.1} ± {a_ci:.1} against --dummy {b:.1} ± {b_ci:.1} samples per CPU-second"
+    //
+    // Even per CPU-second, a run on a shared host can come out slow unflagged: a fresh-clone CI measured
+    // the replay at 80.9 against --dummy's 109.3, where this host gives the replay 113-119. Neighbours on
+    // the machine's memory and caches make every CPU-second do less, and nothing inside the guest sees
+    // them. So the pair is measured again, up to three times; a replay that is wrong fails every pair.
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let Some(replayed) = common::measure_undisturbed(&replay_args) else {
+            return;
+        };
+        let Some(dummy) = common::measure_undisturbed(&dummy_args) else {
+            return;
+        };
+        let replay = &replayed["probe"]["replay"];
+        assert!(
+            replay["batches"].as_u64().unwrap() >= 1,
+            "{}",
+            replayed["probe"]
+        );
+        assert_eq!(replay["device"], "cpu");
+        let (a, a_ci) = per_cpu_s(&replayed);
+        let (b, b_ci) = per_cpu_s(&dummy);
+        let pair = format!(
+            "replayed {a:.1} ± {a_ci:.1} against --dummy {b:.1} ± {b_ci:.1} samples per CPU-second"
+        );
+        println!("{pair}");
+        seen.push(pair);
+        if a + a_ci + b_ci >= 0.85 * b && a - a_ci - b_ci <= 2.5 * b {
+            return;
+        }
+    }
+    panic!(
+        "no pair of runs agreed (the replay within 0.85-2.5x of --dummy):\n{}",
+        seen.join("\n")
     );
 }
 
