@@ -317,8 +317,9 @@ pub fn logs_in(from: &Path) -> Result<Vec<PathBuf>, InputError> {
     Ok(logs)
 }
 
-/// What tests of this and other crates build observations from (feature `testing`).
-#[cfg(any(test, feature = "testing"))]
+/// What tests of this and other crates build observations from. Compiled always, like the isolation
+/// crate's `testing` (README, "Development").
+#[doc(hidden)]
 pub mod testing {
     use super::*;
 

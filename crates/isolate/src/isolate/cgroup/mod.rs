@@ -24,7 +24,9 @@ mod domain;
 mod paths;
 mod stale;
 mod stats;
-#[cfg(any(test, feature = "testing"))]
+// Compiled always, not behind a feature: a feature only the tests turn on would give the test build
+// and the installed binary different builds of every crate above (README, "Development").
+#[doc(hidden)]
 pub mod testing;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! What tests of this and other crates run real cgroups with (feature `testing`): the host's backend, or
+//! What tests of this and other crates run real cgroups with: the host's backend, or
 //! a reason to skip that fails the test under CI.
 
 use super::CgroupBackend;
