@@ -239,11 +239,7 @@ fn trace_source(
         return Ok(TraceSource::Jobs(crate::import::trace_jobs(&jobs, catalog)));
     }
     if let Some(path) = &args.trace {
-        let origin = path.display().to_string();
-        let text = crate::input::read_text(path, crate::input::TRACE)?;
-        let jobs =
-            crate::format::trace::parse_csv(&text, &origin, catalog, s.cluster.total_gpus())?;
-        return Ok(TraceSource::Jobs(jobs));
+        return trace_file(path, catalog, s.cluster.total_gpus());
     }
     let g = GenConfig {
         seed: s.seeds[0],
@@ -260,6 +256,29 @@ fn trace_source(
     // Validates the class models and shares before any thread starts.
     trace::Generator::with_streams(g.clone(), catalog, s.semantics.streams)?;
     Ok(TraceSource::Generated(g))
+}
+
+/// A trace in synergy's CSV: every row checked in one pass that keeps only the ids; a file in arrival
+/// order (as `trace import` writes them) is then read again by each run as it goes, and any other is
+/// held and sorted (docs/simulate.md, "Inputs").
+fn trace_file(path: &Path, catalog: &Catalog, max_gpus: u64) -> anyhow::Result<TraceSource> {
+    use crate::format::trace;
+    let origin = path.display().to_string();
+    let open = || crate::input::open(path, crate::input::TRACE).map(std::io::BufReader::new);
+    let scanned = trace::scan(open()?, &origin, catalog, max_gpus)?;
+    if scanned.in_arrival_order {
+        return Ok(TraceSource::File(sim::TraceFile {
+            path: path.to_path_buf(),
+            ids: std::sync::Arc::new(scanned.ids),
+        }));
+    }
+    let rows = trace::TraceRows::new(
+        trace::CsvRecords::new(open()?, &origin),
+        &origin,
+        catalog,
+        max_gpus,
+    )?;
+    Ok(TraceSource::Jobs(trace::collect_jobs(rows, &origin)?))
 }
 
 /// Every combination of policy, mechanism, load and seed; a trace file has one load and seed.

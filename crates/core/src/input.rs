@@ -83,7 +83,8 @@ pub const MACHINES: Kind = Kind {
     max_bytes: 256 * MIB,
     max_line_bytes: MAX_LINE_BYTES,
 };
-/// A trace in synergy's CSV, for `simulate --trace` (read whole: its jobs are all kept).
+/// A trace in synergy's CSV, for `simulate --trace`: checked whole, then read row by row, or held whole
+/// where its rows are not in arrival order.
 pub const TRACE: Kind = Kind {
     what: "a trace",
     max_bytes: 4 * GIB,

@@ -6,6 +6,10 @@
 
 use crate::error::InputError;
 use serde::Serialize;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io::Read;
+use std::rc::Rc;
 
 /// The models a trace may name: a row's model becomes its index among them.
 pub trait ModelNames {
@@ -31,47 +35,133 @@ pub struct CsvRecord {
 /// may differ in length: callers compare them with their header, so that the error names the line.
 /// `origin` names the file in errors.
 pub fn read_csv(text: &str, origin: &str) -> Result<Vec<CsvRecord>, InputError> {
-    // The crate strips the byte-order mark itself, even without its own header handling.
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(text.as_bytes());
-    // Line numbers are counted here: the crate's own count leaves out the blank lines it skips and counts
-    // a CRLF line end as no line at all. Its byte position of a record is where the previous record's
-    // line end began, so the record itself starts after the line-end bytes that follow (a record never
-    // starts with one: an empty line is no record, a line break in a field is inside quotes).
-    let bytes = text.as_bytes();
-    let (mut line, mut counted) = (1u64, 0usize);
-    let mut line_at = |byte: u64| {
-        let mut start = (byte as usize).clamp(counted, bytes.len());
-        while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
-            start += 1;
+    CsvRecords::new(text.as_bytes(), origin).collect()
+}
+
+/// [`read_csv`] as it reads: the records of `reader` one at a time, so a file of millions of rows is
+/// never held whole. Ends after the first error.
+pub struct CsvRecords<R: Read> {
+    reader: csv::Reader<LineEnds<R>>,
+    ends: Rc<RefCell<VecDeque<(u64, bool)>>>,
+    origin: String,
+    /// The line reached and the byte it was counted to.
+    line: u64,
+    counted: u64,
+    failed: bool,
+}
+
+/// A reader that notes where each `\r` and `\n` it passes on lies (and which it is), for
+/// [`CsvRecords`] to count lines by: only those not yet counted are kept, at most a buffer's worth.
+struct LineEnds<R> {
+    inner: R,
+    offset: u64,
+    ends: Rc<RefCell<VecDeque<(u64, bool)>>>,
+}
+
+impl<R: Read> Read for LineEnds<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut ends = self.ends.borrow_mut();
+        for (i, b) in buf[..n].iter().enumerate() {
+            if matches!(b, b'\r' | b'\n') {
+                ends.push_back((self.offset + i as u64, *b == b'\n'));
+            }
         }
-        line += bytes[counted..start]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u64;
-        counted = start;
-        line
-    };
-    let mut out = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| {
-            let at = match e.position() {
-                Some(p) => format!("{origin}, line {}", line_at(p.byte())),
-                None => origin.to_string(),
-            };
-            InputError::new(at, format!("is not readable as CSV: {e}"))
-        })?;
-        let fields: Vec<String> = record.iter().map(|f| f.trim().to_string()).collect();
-        // A line of spaces only: as blank as an empty line (which the reader skips itself).
-        if fields.len() == 1 && fields[0].is_empty() {
-            continue;
-        }
-        let line = line_at(record.position().map_or(0, |p| p.byte()));
-        out.push(CsvRecord { line, fields });
+        self.offset += n as u64;
+        Ok(n)
     }
-    Ok(out)
+}
+
+impl<R: Read> CsvRecords<R> {
+    /// The records of `reader`; `origin` names it in errors.
+    pub fn new(reader: R, origin: &str) -> CsvRecords<R> {
+        let ends = Rc::new(RefCell::new(VecDeque::new()));
+        let reader = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(LineEnds {
+                inner: reader,
+                offset: 0,
+                ends: ends.clone(),
+            });
+        CsvRecords {
+            reader,
+            ends,
+            origin: origin.to_string(),
+            line: 1,
+            counted: 0,
+            failed: false,
+        }
+    }
+
+    /// The line a record at `byte` starts on. Lines are counted here: the crate's own count leaves out
+    /// the blank lines it skips and counts a CRLF line end as no line at all. Its byte position of a
+    /// record is where the previous record's line end began, so the record itself starts after the
+    /// line-end bytes that follow (a record never starts with one: an empty line is no record, a line
+    /// break in a field is inside quotes).
+    fn line_at(&mut self, byte: u64) -> u64 {
+        let mut start = byte.max(self.counted);
+        let mut ends = self.ends.borrow_mut();
+        while let Some(&(at, newline)) = ends.front() {
+            if at > start {
+                break;
+            }
+            if at == start {
+                start += 1;
+            }
+            self.line += u64::from(newline);
+            ends.pop_front();
+        }
+        self.counted = start;
+        self.line
+    }
+}
+
+impl<R: Read> Iterator for CsvRecords<R> {
+    type Item = Result<CsvRecord, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let mut record = csv::StringRecord::new();
+        loop {
+            match self.reader.read_record(&mut record) {
+                Err(e) => {
+                    self.failed = true;
+                    let at = match e.position() {
+                        Some(p) => {
+                            let line = self.line_at(p.byte());
+                            format!("{}, line {line}", self.origin)
+                        }
+                        None => self.origin.clone(),
+                    };
+                    return Some(Err(InputError::new(
+                        at,
+                        format!("is not readable as CSV: {e}"),
+                    )));
+                }
+                Ok(false) => return None,
+                Ok(true) => {}
+            }
+            let mut fields: Vec<String> = record.iter().map(|f| f.trim().to_string()).collect();
+            // The crate strips a byte-order mark only when its first read holds all of it; a reader
+            // that hands over fewer bytes leaves it on the first field.
+            if self.line == 1 && self.counted == 0 {
+                if let Some(first) = fields.first_mut() {
+                    if let Some(rest) = first.strip_prefix('\u{feff}') {
+                        *first = rest.trim_start().to_string();
+                    }
+                }
+            }
+            // A line of spaces only: as blank as an empty line (which the reader skips itself).
+            if fields.len() == 1 && fields[0].is_empty() {
+                continue;
+            }
+            let line = self.line_at(record.position().map_or(0, |p| p.byte()));
+            return Some(Ok(CsvRecord { line, fields }));
+        }
+    }
 }
 
 /// One job of a trace.
@@ -98,7 +188,15 @@ pub fn parse_csv(
     catalog: &dyn ModelNames,
     max_gpus: u64,
 ) -> Result<Vec<TraceJob>, InputError> {
-    parse_records(read_csv(text, origin)?, origin, catalog, max_gpus)
+    collect_jobs(
+        TraceRows::new(
+            CsvRecords::new(text.as_bytes(), origin),
+            origin,
+            catalog,
+            max_gpus,
+        )?,
+        origin,
+    )
 }
 
 /// [`parse_csv`] of records [`read_csv`] has read (the fuzz tests check both halves of one reading).
@@ -108,62 +206,196 @@ pub fn parse_records(
     catalog: &dyn ModelNames,
     max_gpus: u64,
 ) -> Result<Vec<TraceJob>, InputError> {
-    let mut records = records.into_iter();
-    let Some(header) = records.next() else {
-        return Err(InputError::new(
-            origin,
-            "the trace is empty (expected a header `id,model,arrival_s,iters,gpus` and jobs)",
-        ));
-    };
-    let cols = &header.fields;
-    let want = ["id", "model", "arrival_s", "iters", "gpus"];
-    let mut at = [0usize; 5];
-    for (k, w) in want.iter().enumerate() {
-        at[k] = cols.iter().position(|c| c == w).ok_or_else(|| {
-            InputError::new(
-                format!("{origin}, line {}", header.line),
-                format!("the header lacks column `{w}` (expected id,model,arrival_s,iters,gpus)"),
-            )
-        })?;
-    }
+    collect_jobs(
+        TraceRows::new(records.into_iter().map(Ok), origin, catalog, max_gpus)?,
+        origin,
+    )
+}
+
+/// Every job of `rows`, each id once, in arrival order with ties by id: the order the simulator admits
+/// them in.
+pub fn collect_jobs(
+    rows: impl Iterator<Item = Result<(u64, TraceJob), InputError>>,
+    origin: &str,
+) -> Result<Vec<TraceJob>, InputError> {
+    let mut ids = JobIds::default();
     let mut jobs = Vec::new();
-    let mut ids = std::collections::HashSet::new();
-    for record in records {
-        let here = format!("{origin}, line {}", record.line);
+    for row in rows {
+        let (line, job) = row?;
+        ids.insert(job.id, origin, line)?;
+        jobs.push(job);
+    }
+    if jobs.is_empty() {
+        return Err(no_jobs(origin));
+    }
+    jobs.sort_by(arrival_order);
+    Ok(jobs)
+}
+
+/// The order the simulator admits jobs in: by arrival, ties by id.
+pub fn arrival_order(a: &TraceJob, b: &TraceJob) -> std::cmp::Ordering {
+    a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id))
+}
+
+fn no_jobs(origin: &str) -> InputError {
+    InputError::new(origin, "the trace has a header but no jobs")
+}
+
+/// The ids of a trace's jobs so far, to refuse one that appears twice: a compressed bitmap, a few bits
+/// a job where ids are dense (as `trace import` writes them), so a trace of millions checks in little
+/// memory.
+#[derive(Debug, Clone, Default)]
+pub struct JobIds(roaring::RoaringTreemap);
+
+impl JobIds {
+    /// Adds `id`, read at `line` of `origin`; an error if it was there.
+    fn insert(&mut self, id: u64, origin: &str, line: u64) -> Result<(), InputError> {
+        if self.0.insert(id) {
+            return Ok(());
+        }
+        Err(InputError::field(
+            format!("{origin}, line {line}"),
+            "id",
+            format!("job id {id} appears twice"),
+        ))
+    }
+
+    /// How many ids lie in `first..=last`.
+    pub fn count_in(&self, first: u64, last: u64) -> u64 {
+        let below = first.checked_sub(1).map_or(0, |b| self.0.rank(b));
+        self.0.rank(last).saturating_sub(below)
+    }
+
+    /// How many ids in all.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// What a pass over a whole trace found ([`scan`]): every row checked, nothing kept but the ids.
+#[derive(Debug, Clone)]
+pub struct TraceScan {
+    /// Every job's id.
+    pub ids: JobIds,
+    /// Whether the rows are already in arrival order ([`arrival_order`]), so the simulator can read the
+    /// file as it goes instead of holding and sorting it.
+    pub in_arrival_order: bool,
+}
+
+/// Checks every row of a trace as [`parse_csv`] does (ids once each, at least one job), keeping only the
+/// ids and whether the rows are in arrival order.
+pub fn scan(
+    reader: impl Read,
+    origin: &str,
+    catalog: &dyn ModelNames,
+    max_gpus: u64,
+) -> Result<TraceScan, InputError> {
+    let mut ids = JobIds::default();
+    let mut in_arrival_order = true;
+    let mut last: Option<TraceJob> = None;
+    for row in TraceRows::new(CsvRecords::new(reader, origin), origin, catalog, max_gpus)? {
+        let (line, job) = row?;
+        ids.insert(job.id, origin, line)?;
+        if last.is_some_and(|l| arrival_order(&l, &job).is_gt()) {
+            in_arrival_order = false;
+        }
+        last = Some(job);
+    }
+    if ids.is_empty() {
+        return Err(no_jobs(origin));
+    }
+    Ok(TraceScan {
+        ids,
+        in_arrival_order,
+    })
+}
+
+/// The jobs of a trace's rows as they are read, each with the line it is on, every field checked; ids
+/// appearing twice and the order are the caller's to check ([`parse_csv`], [`scan`]).
+pub struct TraceRows<'a, I> {
+    records: I,
+    origin: String,
+    /// Where each of `id,model,arrival_s,iters,gpus` is among the header's columns, and how many it has.
+    at: [usize; 5],
+    columns: usize,
+    catalog: &'a dyn ModelNames,
+    max_gpus: u64,
+}
+
+/// The columns a trace must have, in the order [`TraceRows`] holds their positions.
+const COLUMNS: [&str; 5] = ["id", "model", "arrival_s", "iters", "gpus"];
+
+impl<'a, I: Iterator<Item = Result<CsvRecord, InputError>>> TraceRows<'a, I> {
+    /// Reads the header of `records`; `origin` names the file in errors.
+    pub fn new(
+        mut records: I,
+        origin: &str,
+        catalog: &'a dyn ModelNames,
+        max_gpus: u64,
+    ) -> Result<TraceRows<'a, I>, InputError> {
+        let Some(header) = records.next().transpose()? else {
+            return Err(InputError::new(
+                origin,
+                "the trace is empty (expected a header `id,model,arrival_s,iters,gpus` and jobs)",
+            ));
+        };
+        let cols = &header.fields;
+        let mut at = [0usize; 5];
+        for (k, w) in COLUMNS.iter().enumerate() {
+            at[k] = cols.iter().position(|c| c == w).ok_or_else(|| {
+                InputError::new(
+                    format!("{origin}, line {}", header.line),
+                    format!(
+                        "the header lacks column `{w}` (expected id,model,arrival_s,iters,gpus)"
+                    ),
+                )
+            })?;
+        }
+        Ok(TraceRows {
+            records,
+            origin: origin.to_string(),
+            at,
+            columns: cols.len(),
+            catalog,
+            max_gpus,
+        })
+    }
+
+    fn job(&self, record: &CsvRecord) -> Result<TraceJob, InputError> {
+        let here = format!("{}, line {}", self.origin, record.line);
         let f: Vec<&str> = record.fields.iter().map(String::as_str).collect();
-        if f.len() != cols.len() {
+        if f.len() != self.columns {
             return Err(InputError::new(
                 here,
-                format!("has {} fields, the header has {}", f.len(), cols.len()),
+                format!("has {} fields, the header has {}", f.len(), self.columns),
             ));
         }
+        let at = self.at;
         let int = |k: usize, min: u64| -> Result<u64, InputError> {
             let v = f[at[k]];
             match v.parse::<u64>() {
                 Ok(x) if x >= min => Ok(x),
                 _ => Err(InputError::field(
                     here.clone(),
-                    want[k],
+                    COLUMNS[k],
                     format!("`{v}` is not an integer of at least {min}"),
                 )),
             }
         };
         let id = int(0, 0)?;
-        if !ids.insert(id) {
-            return Err(InputError::field(
-                here,
-                "id",
-                format!("job id {id} appears twice"),
-            ));
-        }
         let model_name = f[at[1]];
-        let model = catalog.index(model_name).ok_or_else(|| {
+        let model = self.catalog.index(model_name).ok_or_else(|| {
             InputError::field(
                 here.clone(),
                 "model",
                 format!(
                     "unknown model `{model_name}`; known: {} (add its profile to the profile directory)",
-                    catalog.names()
+                    self.catalog.names()
                 ),
             )
         })?;
@@ -187,30 +419,37 @@ pub fn parse_records(
             ));
         }
         let gpus = int(4, 1)?;
-        if gpus > max_gpus {
+        if gpus > self.max_gpus {
             return Err(InputError::field(
                 here,
                 "gpus",
-                format!("{gpus} GPUs is wider than the cluster ({max_gpus} GPUs)"),
+                format!(
+                    "{gpus} GPUs is wider than the cluster ({} GPUs)",
+                    self.max_gpus
+                ),
             ));
         }
-        jobs.push(TraceJob {
+        Ok(TraceJob {
             id,
             model: model as u32,
             arrival_s,
             iters,
             gpus: gpus as u32,
-        });
+        })
     }
-    if jobs.is_empty() {
-        return Err(InputError::new(
-            origin,
-            "the trace has a header but no jobs",
-        ));
+}
+
+impl<I: Iterator<Item = Result<CsvRecord, InputError>>> Iterator for TraceRows<'_, I> {
+    /// The line the row is on, and its job.
+    type Item = Result<(u64, TraceJob), InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let record = match self.records.next()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(self.job(&record).map(|job| (record.line, job)))
     }
-    // Arrival order with ties by id: the simulator admits jobs in this order.
-    jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s).then(a.id.cmp(&b.id)));
-    Ok(jobs)
 }
 
 /// One imported job: the simulator's trace row and what the source said of it.
@@ -285,5 +524,69 @@ mod tests {
         assert_eq!(r[2].fields, ["2", "two\nlines"]);
         assert_eq!(r[3].fields, ["3"]);
         assert!(read_csv("", "t.csv").unwrap().is_empty());
+    }
+
+    /// A reader that hands over one byte a call: every record boundary and line end falls on a read.
+    struct ByteByByte<'a>(&'a [u8]);
+
+    impl Read for ByteByByte<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            match (self.0.split_first(), buf.first_mut()) {
+                (Some((b, rest)), Some(out)) => {
+                    *out = *b;
+                    self.0 = rest;
+                    Ok(1)
+                }
+                _ => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn records_read_as_they_come_have_the_lines_of_the_whole_text() {
+        let text =
+            "\u{feff}a, b\r\n\r\n1,\"x, \"\"y\"\"\"\r\n  \r\n2,\"two\nlines\"\r\n\n\n3\r\n4,\"un";
+        let whole: Vec<_> = CsvRecords::new(text.as_bytes(), "t.csv").collect();
+        let streamed: Vec<_> = CsvRecords::new(ByteByByte(text.as_bytes()), "t.csv").collect();
+        assert_eq!(streamed, whole);
+        let lines: Vec<u64> = whole
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|r| r.line)
+            .collect();
+        assert_eq!(lines, [1, 3, 5, 9, 10]);
+    }
+
+    struct Two;
+
+    impl ModelNames for Two {
+        fn index(&self, name: &str) -> Option<usize> {
+            ["a", "b"].iter().position(|n| *n == name)
+        }
+        fn names(&self) -> String {
+            "a, b".to_string()
+        }
+    }
+
+    #[test]
+    fn a_scan_checks_every_row_and_keeps_the_ids_and_whether_they_arrive_in_order() {
+        let scan = |t: &str| super::scan(t.as_bytes(), "t.csv", &Two, 8);
+        let ordered = "id,model,arrival_s,iters,gpus\n3,a,0,10,1\n1,b,5,10,2\n2,a,5,10,1\n";
+        let s = scan(ordered).unwrap();
+        assert!(s.in_arrival_order);
+        assert_eq!(
+            (s.ids.len(), s.ids.count_in(1, 2), s.ids.count_in(0, 0)),
+            (3, 2, 0)
+        );
+        // The same arrival, ids out of order: not the order the simulator admits them in.
+        let s = scan("id,model,arrival_s,iters,gpus\n2,a,5,10,1\n1,b,5,10,2\n").unwrap();
+        assert!(!s.in_arrival_order);
+        let e = scan("id,model,arrival_s,iters,gpus\n1,a,0,10,1\n1,b,5,10,2\n").unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+        assert!(e.to_string().contains("job id 1 appears twice"), "{e}");
+        let e = scan("id,model,arrival_s,iters,gpus\n1,a,0,10,9\n").unwrap_err();
+        assert!(e.to_string().contains("wider than the cluster"), "{e}");
+        let e = scan("id,model,arrival_s,iters,gpus\n").unwrap_err();
+        assert!(e.to_string().contains("no jobs"), "{e}");
     }
 }

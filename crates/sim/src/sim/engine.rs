@@ -9,7 +9,7 @@ use super::trace::{GenConfig, Generator, GpuMode};
 use super::SimError;
 use crate::error::InputError;
 use crate::error::Setting;
-use crate::format::trace::TraceJob;
+use crate::format::trace::{CsvRecords, JobIds, TraceJob, TraceRows};
 use crate::sched::catalog::Catalog;
 use crate::sched::cluster::{ClusterConfig, ClusterState};
 use crate::sched::place;
@@ -25,8 +25,21 @@ pub const MAX_SIMULATED_S: f64 = 100.0 * 365.0 * 24.0 * 3600.0;
 pub enum TraceSource {
     /// A finite list (a CSV trace), in arrival order.
     Jobs(Vec<TraceJob>),
+    /// A CSV trace file whose rows are in arrival order, read as the run goes.
+    File(TraceFile),
     /// The Philly-derived generator.
     Generated(GenConfig),
+}
+
+/// A trace file checked whole ([`crate::format::trace::scan`]) and found in arrival order: each run
+/// reads its rows as they arrive, so a run holds its active jobs and the trace's ids (a few bits each
+/// where they are dense), never the trace (docs/simulate.md, "Inputs").
+#[derive(Debug, Clone)]
+pub struct TraceFile {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// Its jobs' ids, from the check.
+    pub ids: std::sync::Arc<JobIds>,
 }
 
 /// How a simulation runs.
@@ -76,13 +89,17 @@ pub fn check_round(round_s: f64) -> Result<(), InputError> {
     }
 }
 
+/// The jobs of a run in arrival order, as they are needed; a trace file's row can still be found
+/// unreadable (changed since it was checked).
+type Arrivals<'a> = Box<dyn Iterator<Item = Result<TraceJob, InputError>> + 'a>;
+
 /// The jobs of a run in arrival order, and how many of them fall in the measured window, once the round,
 /// the catalog and the trace are checked against the configuration.
-fn arrivals(
-    catalog: &Catalog,
+fn arrivals<'a>(
+    catalog: &'a Catalog,
     cfg: &SimConfig,
     source: TraceSource,
-) -> Result<(Box<dyn Iterator<Item = TraceJob>>, u64), SimError> {
+) -> Result<(Arrivals<'a>, u64), SimError> {
     check_round(cfg.round_s)?;
     let total_gpus = cfg.cluster.total_gpus();
     for m in &catalog.models {
@@ -126,7 +143,26 @@ fn arrivals(
                 )
                 .into());
             }
-            (Box::new(jobs.into_iter()), n)
+            (Box::new(jobs.into_iter().map(Ok)), n)
+        }
+        TraceSource::File(file) => {
+            let n = match cfg.window {
+                Some((a, b)) => file.ids.count_in(a, b),
+                None => file.ids.len(),
+            };
+            if n == 0 {
+                return Err(InputError::setting(
+                    Setting::Window,
+                    "no job of the trace falls in it",
+                )
+                .into());
+            }
+            let origin = file.path.display().to_string();
+            let f = crate::input::open(&file.path, crate::input::TRACE)
+                .map_err(|e| e.into_input(&origin))?;
+            let records = CsvRecords::new(std::io::BufReader::new(f), &origin);
+            let rows = TraceRows::new(records, &origin, catalog, total_gpus)?;
+            (Box::new(rows.map(|row| row.map(|(_, job)| job))), n)
         }
         TraceSource::Generated(g) => {
             if g.gpu_mode == GpuMode::Multi && total_gpus < 8 {
@@ -160,7 +196,7 @@ fn arrivals(
                 );
             }
             (
-                Box::new(Generator::with_streams(g, catalog, semantics.streams)?),
+                Box::new(Generator::with_streams(g, catalog, semantics.streams)?.map(Ok)),
                 n,
             )
         }
@@ -217,7 +253,7 @@ pub fn run_watched(
 
     let mut state = ClusterState::with_semantics(&cfg.cluster, semantics.core);
     let mut active: Vec<JobState> = Vec::new();
-    let mut next = pending.next();
+    let mut next = pending.next().transpose()?;
     let mut records: Vec<FinishedJob> = Vec::new();
     let mut rounds: Vec<RoundRecord> = Vec::new();
     let mut window_done = 0u64;
@@ -243,7 +279,7 @@ pub fn run_watched(
             let mut job = JobState::arrived(j.id, j.model, j.gpus, j.arrival_s, j.iters, catalog);
             job.in_window = in_window(j.id);
             active.push(job);
-            next = pending.next();
+            next = pending.next().transpose()?;
         }
         if active.is_empty() {
             match next {

@@ -10,7 +10,9 @@ pub mod sweep;
 pub mod table;
 pub mod trace;
 
-pub use engine::{check_round, run, run_watched, SimConfig, TraceSource, Unwatched, Watch};
+pub use engine::{
+    check_round, run, run_watched, SimConfig, TraceFile, TraceSource, Unwatched, Watch,
+};
 pub use metrics::{SimResult, Summary};
 pub use semantics::SimSemantics;
 
