@@ -6,11 +6,14 @@ pub mod metrics;
 pub mod output;
 pub mod pyrandom;
 pub mod semantics;
+pub mod spool;
 pub mod sweep;
 pub mod table;
 pub mod trace;
 
-pub use engine::{check_round, run, run_watched, SimConfig, TraceSource, Unwatched, Watch};
+pub use engine::{
+    check_round, run, run_watched, Recorder, SimConfig, TraceSource, Unwatched, Watch,
+};
 pub use metrics::{SimResult, Summary};
 pub use semantics::SimSemantics;
 
