@@ -130,10 +130,6 @@ impl TableSpool {
         let (csv_path, parquet_path) = (self.csv_path(), self.parquet_path());
         let (name, dir) = (self.schema.name, self.dir.clone());
         let spilling = |e| on_disk("keeping", name, &dir, e);
-        let mut columns = match &self.spilled {
-            Some(_) => Some(Vec::new()),
-            None => None,
-        };
         let TableSpool {
             schema,
             csv,
@@ -145,11 +141,15 @@ impl TableSpool {
             ..
         } = self;
         synced(csv.finish(), &csv_path)?;
-        if let (Some(files), Some(columns)) = (spilled, &mut columns) {
-            for w in files {
-                columns.push(BufReader::new(rewound(w).map_err(spilling)?));
-            }
-        }
+        let mut columns = spilled
+            .map(|files| {
+                files
+                    .into_iter()
+                    .map(|w| rewound(w).map(BufReader::new))
+                    .collect::<io::Result<Vec<_>>>()
+            })
+            .transpose()
+            .map_err(spilling)?;
         let out = File::create(&parquet_path).map_err(|e| in_file(&parquet_path, e))?;
         let out = write_parquet(BufWriter::new(out), &schema, |c, write| {
             let kind = schema.columns[c].1;
