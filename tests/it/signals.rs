@@ -114,11 +114,16 @@ fn sigint_during_dataset_generation_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
+    signal_leaves_nothing(child, libc::SIGINT, parent.path());
+}
+
+/// Sends `signal` to `child`, which must end with the shell's status for it, leaving `dir` empty.
+fn signal_leaves_nothing(mut child: std::process::Child, signal: i32, dir: &std::path::Path) {
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + libc::SIGINT));
-    let left: Vec<_> = std::fs::read_dir(parent.path())
+    assert_eq!(status.code(), Some(128 + signal));
+    let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -134,7 +139,7 @@ fn sigterm_while_simulate_spools_jobs_to_disk_leaves_nothing() {
     let _host = common::shared();
     let parent = tempfile::tempdir().unwrap();
     let out = parent.path().join("out");
-    let mut child = synergy()
+    let child = synergy()
         .args([
             "simulate",
             "--multi-gpu",
@@ -170,14 +175,5 @@ fn sigterm_while_simulate_spools_jobs_to_disk_leaves_nothing() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
-    let left: Vec<_> = std::fs::read_dir(parent.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
+    signal_leaves_nothing(child, libc::SIGTERM, parent.path());
 }

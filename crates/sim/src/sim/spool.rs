@@ -346,15 +346,7 @@ mod tests {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::RowAccessor;
 
-    const T: Schema = Schema {
-        name: "jobs",
-        columns: &[
-            ("id", Kind::Int),
-            ("model", Kind::Text),
-            ("jct_s", Kind::Float(3)),
-            ("late", Kind::Bool),
-        ],
-    };
+    use crate::sim::table::tests::SAMPLE as T;
 
     /// Rows in a scrambled order with a repeated key, as jobs finish out of id order.
     fn rows() -> Vec<(i64, String, f64, bool)> {
@@ -411,7 +403,7 @@ mod tests {
         expected.sort_by_key(|r| r.0);
         let text = String::from_utf8(csv).unwrap();
         let mut lines = text.lines();
-        assert_eq!(lines.next(), Some("id,model,jct_s,late"));
+        assert_eq!(lines.next(), Some("id,model,jct_s,in_window"));
         for (line, (id, name, jct, late)) in lines.zip(&expected) {
             let name = if name.contains(',') {
                 format!("\"{name}\"")
@@ -440,7 +432,7 @@ mod tests {
         table.finish().unwrap();
         assert_eq!(
             std::fs::read_to_string(d.path().join("jobs.csv")).unwrap(),
-            "id,model,jct_s,late\n"
+            "id,model,jct_s,in_window\n"
         );
         let f = File::open(d.path().join("jobs.parquet")).unwrap();
         assert_eq!(

@@ -264,13 +264,14 @@ pub fn parquet_io(e: ParquetError) -> io::Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::format::trace::read_csv;
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::record::Field;
 
-    const SAMPLE: Schema = Schema {
+    /// A small table of each kind of column (the spool's tests use it too).
+    pub(in crate::sim) const SAMPLE: Schema = Schema {
         name: "jobs",
         columns: &[
             ("id", Kind::Int),
