@@ -94,7 +94,7 @@ fn sigint_during_dataset_generation_leaves_nothing() {
     let _host = common::shared();
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("images");
-    let mut child = synergy()
+    let child = synergy()
         .args(["dataset", "gen", "--kind", "image", "--size", "2GiB"])
         .arg(&dir)
         .stderr(std::process::Stdio::piped())
