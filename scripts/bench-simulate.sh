@@ -13,11 +13,14 @@
 #
 # `scripts/bench-simulate.sh helios [BASELINE_BIN]` instead replays a whole cluster's history: 10^5, 3x10^5
 # and 10^6 multi-GPU jobs under FIFO and tune on a Helios-sized cluster (800 servers of 8 GPUs, 24 cores,
-# 500 GB; 225 jobs/h, about its GPU load), one run at a time, printing each run's wall time, peak resident
-# memory and rounds per second, and the exponent of the growth in wall time and memory between sizes
-# (1.0: linear). With BASELINE_BIN (another build of synergy, e.g. an older commit's) the same runs of it
-# go beside ours, each stopped after BENCH_LIMIT_S seconds (default 600), and their summaries are compared
-# (timing fields aside). Target: the 10^6-job run under 60 s on 2 cores.
+# 500 GB; 225 jobs/h, about its GPU load), one run at a time, each without and with `--out` (the per-job
+# and per-round tables written, into a directory under the target directory, on disk), printing each
+# run's wall time, peak resident memory and rounds per second, the exponent of the growth in wall time and
+# memory between sizes (1.0: linear) and the memory added per job. With BASELINE_BIN (another build of
+# synergy, e.g. an older commit's) the same runs of it go beside ours, each stopped after BENCH_LIMIT_S
+# seconds (default 600); their summaries are compared (timing fields aside) and so are the files `--out`
+# wrote (summary.json's timing fields aside). Target: the 10^6-job run under 60 s on 2 cores; with `--out`,
+# memory that does not grow with the jobs. Takes about 5 minutes on 2 cores with a baseline.
 #
 # usage: scripts/bench-simulate.sh [SEEDS (default 42,43,44,45,46)]
 #        scripts/bench-simulate.sh helios [BASELINE_BIN]
@@ -27,16 +30,21 @@ cargo build --release --quiet
 bin="${CARGO_TARGET_DIR:-target}/release/synergy"
 if [ "${1:-}" = helios ]; then
   exec python3 - "$bin" "${2:-}" "${BENCH_LIMIT_S:-600}" <<'PY'
-import json, math, os, subprocess, sys, tempfile, time
+import hashlib, json, math, os, shutil, subprocess, sys, tempfile, time
 ours, baseline, limit = sys.argv[1], sys.argv[2], float(sys.argv[3])
 args = ["simulate", "--multi-gpu", "--servers", "800", "--load", "225", "--mechanism", "tune", "--json"]
 sizes = [100_000, 300_000, 1_000_000]
+modes = ["", "--out"]
+scratch = os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "bench-simulate-out")
+os.makedirs(scratch, exist_ok=True)
 
-def run(binary, jobs):
+def run(binary, jobs, mode):
     # One process at a time; peak memory is the child's maximum resident set (getrusage via wait4).
+    out_dir = os.path.join(tempfile.mkdtemp(dir=scratch), "out") if mode else None
+    extra = ["--out", out_dir] if mode else []
     with tempfile.TemporaryFile() as out:
         t0 = time.monotonic()
-        p = subprocess.Popen([binary, *args, "--jobs", str(jobs)], stdout=out, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen([binary, *args, "--jobs", str(jobs), *extra], stdout=out, stderr=subprocess.DEVNULL)
         while True:
             pid, status, usage = os.wait4(p.pid, os.WNOHANG)
             if pid:
@@ -44,48 +52,83 @@ def run(binary, jobs):
             if time.monotonic() - t0 > limit:
                 p.kill()
                 os.wait4(p.pid, 0)
+                if out_dir:
+                    shutil.rmtree(os.path.dirname(out_dir))
                 return None
             time.sleep(0.05)
         wall = time.monotonic() - t0
         if status != 0:
-            sys.exit(f"{binary} failed at {jobs} jobs")
+            sys.exit(f"{binary} failed at {jobs} jobs {mode}")
         out.seek(0)
         summary = json.load(out)
-        return {"wall": wall, "rss_mib": usage.ru_maxrss / 1024, "summary": summary}
+        return {"wall": wall, "rss_mib": usage.ru_maxrss / 1024, "summary": summary, "out": out_dir}
 
 def timing_free(s):
     return {k: v for k, v in s.items() if k not in ("wall_s", "job_rounds_per_s")}
 
+def files(d):
+    # Every file's bytes (summary.json's timing fields masked), by path under d.
+    found = {}
+    for root, _, names in os.walk(d):
+        for n in names:
+            path = os.path.join(root, n)
+            if n == "summary.json":
+                found[os.path.relpath(path, d)] = json.dumps(timing_free(json.load(open(path))))
+            else:
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        h.update(block)
+                found[os.path.relpath(path, d)] = h.hexdigest()
+    return found
+
+def done_with(r):
+    if r and r["out"]:
+        shutil.rmtree(os.path.dirname(r["out"]))
+
 print(f"Helios-sized cluster: 800 x 8 GPUs, FIFO + tune, 225 jobs/h, multi-GPU; load: {os.getloadavg()[0]:.2f}")
 bins = [("ours", ours)] + ([("baseline", baseline)] if baseline else [])
-results = {name: {} for name, _ in bins}
+results = {(name, mode): {} for name, _ in bins for mode in modes}
 for jobs in sizes:
-    for name, b in bins:
-        r = run(b, jobs)
-        results[name][jobs] = r
-        if r is None:
-            print(f"  {jobs:>9,} jobs  {name:<8}  stopped after {limit:.0f} s")
-            continue
-        s = r["summary"]
-        print(f"  {jobs:>9,} jobs  {name:<8}  {r['wall']:7.1f} s wall  {r['rss_mib']:7.1f} MiB peak"
-              f"  {s['rounds'] / r['wall']:8.0f} rounds/s  {s['job_rounds'] / r['wall'] / 1e6:5.2f} M job-rounds/s"
-              f"  ({s['rounds']} rounds, mean JCT {s['jct']['mean_h']:.2f} h)")
-    if baseline and results["ours"][jobs] and results["baseline"][jobs]:
-        o, b = results["ours"][jobs], results["baseline"][jobs]
-        same = timing_free(o["summary"]) == timing_free(b["summary"])
-        print(f"  {'':>9}       baseline / ours: {b['wall'] / o['wall']:.1f}x wall, {b['rss_mib'] / o['rss_mib']:.1f}x memory;"
-              f" summaries {'identical' if same else 'DIFFER'}")
+    for mode in modes:
+        for name, b in bins:
+            r = run(b, jobs, mode)
+            results[name, mode][jobs] = r
+            label = f"{name:<8} {mode or 'no --out':<8}"
+            if r is None:
+                print(f"  {jobs:>9,} jobs  {label}  stopped after {limit:.0f} s")
+                continue
+            s = r["summary"]
+            written = ""
+            if r["out"]:
+                size = sum(os.path.getsize(os.path.join(root, n)) for root, _, ns in os.walk(r["out"]) for n in ns)
+                written = f", {size / 2**20:.0f} MiB written"
+            print(f"  {jobs:>9,} jobs  {label}  {r['wall']:7.1f} s wall  {r['rss_mib']:7.1f} MiB peak"
+                  f"  {s['rounds'] / r['wall']:8.0f} rounds/s  {s['job_rounds'] / r['wall'] / 1e6:5.2f} M job-rounds/s"
+                  f"  ({s['rounds']} rounds, mean JCT {s['jct']['mean_h']:.2f} h{written})")
+        if baseline and results["ours", mode][jobs] and results["baseline", mode][jobs]:
+            o, b = results["ours", mode][jobs], results["baseline", mode][jobs]
+            same = timing_free(o["summary"]) == timing_free(b["summary"])
+            print(f"  {'':>9}       baseline / ours: {b['wall'] / o['wall']:.1f}x wall, {b['rss_mib'] / o['rss_mib']:.1f}x memory;"
+                  f" summaries {'identical' if same else 'DIFFER'}"
+                  + (f"; --out files {'identical' if files(o['out']) == files(b['out']) else 'DIFFER'}" if mode else ""))
+        for name, _ in bins:
+            done_with(results[name, mode][jobs])
+    plain, out = results["ours", ""][jobs], results["ours", "--out"][jobs]
+    if plain and out and timing_free(plain["summary"]) != timing_free(out["summary"]):
+        print(f"  {'':>9}       ours: the summary with --out DIFFERS from the one without")
 print(f"  load after: {os.getloadavg()[0]:.2f}")
-for name, _ in bins:
-    r = results[name]
+for (name, mode), r in results.items():
     for a, b in zip(sizes, sizes[1:]):
         if r.get(a) and r.get(b):
             k = math.log(b / a)
-            print(f"  {name:<8} growth {a:,} -> {b:,} jobs: wall time ~ n^{math.log(r[b]['wall'] / r[a]['wall']) / k:.2f},"
-                  f" peak memory ~ n^{math.log(r[b]['rss_mib'] / r[a]['rss_mib']) / k:.2f}")
-big = results["ours"].get(sizes[-1])
-if big:
-    print(f"  10^6 jobs in {big['wall']:.1f} s (target < 60 s)")
+            per_job = (r[b]["rss_mib"] - r[a]["rss_mib"]) * 2**20 / (b - a)
+            print(f"  {name:<8} {mode or 'no --out':<8} growth {a:,} -> {b:,} jobs: wall time ~ n^{math.log(r[b]['wall'] / r[a]['wall']) / k:.2f},"
+                  f" peak memory ~ n^{math.log(r[b]['rss_mib'] / r[a]['rss_mib']) / k:.2f} ({per_job:+.0f} bytes per job)")
+for mode in modes:
+    big = results["ours", mode].get(sizes[-1])
+    if big:
+        print(f"  10^6 jobs {mode or 'without --out'} in {big['wall']:.1f} s at {big['rss_mib']:.1f} MiB peak (target < 60 s)")
 PY
 fi
 seeds="${1:-42,43,44,45,46}"

@@ -41,9 +41,10 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
         cluster: s.cluster.clone(),
         round_s: args.round_s,
         window,
-        // Per-round and per-job records only feed --out and --plot; a sweep's summaries do without them.
-        record_rounds: args.out.is_some() || args.plot.is_some(),
-        record_jobs: args.out.is_some() || args.plot.is_some(),
+        // Per-round and per-job records go to --out and --plot as they come (`PointOutputs`), so the
+        // results keep none.
+        record_rounds: false,
+        record_jobs: false,
         semantics: s.semantics,
     };
     // Claimed before the minutes of simulating, so that a second run into the same directory is refused
@@ -60,27 +61,55 @@ pub(super) fn simulate_cmd(args: SimulateArgs) -> anyhow::Result<i32> {
             .unwrap_or(1)
     });
     let progress = Progress::new();
-    let results = sim::sweep::sweep(&catalog, &cfg, &source, &points, threads, &progress);
+    let job_list_seed = |p: &Point| generated.then(|| s.job_list_seed.for_run(p.seed));
+    let outputs = |_: usize, p: &Point| -> Result<PointOutputs, sim::SimError> {
+        let out = match &staged {
+            Some(staged) => Some(point_out_dir(
+                staged.path(),
+                p,
+                points.len(),
+                job_list_seed(p),
+                &cfg.cluster,
+            )?),
+            None => None,
+        };
+        let charts = args.plot.is_some().then(|| {
+            crate::plot::Gather::new(
+                generated.then_some(p.load_jobs_per_h),
+                generated.then_some(p.seed),
+                capacity(&cfg.cluster),
+            )
+        });
+        Ok((out, charts))
+    };
+    let results = sim::sweep::sweep(
+        &catalog, &cfg, &source, &points, threads, &progress, &outputs,
+    );
     progress.bar.finish_and_clear();
-    let results = results?;
+    let (results, outputs): (Vec<_>, Vec<PointOutputs>) = results?.into_iter().unzip();
+    if let Some(staged) = staged {
+        staged.commit().map_err(|e| sim::SimError::Io {
+            context: "writing the simulation's output".to_string(),
+            source: e,
+        })?;
+    }
     let runs: Vec<SimRun<'_>> = points
         .iter()
         .zip(&results)
         .map(|(point, result)| SimRun {
             point,
             result,
-            job_list_seed: generated.then(|| s.job_list_seed.for_run(point.seed)),
+            job_list_seed: job_list_seed(point),
         })
         .collect();
-    if let Some(staged) = staged {
-        write_run_dirs(staged.path(), &runs, &cfg.cluster)?;
-        staged.commit().map_err(|e| sim::SimError::Io {
-            context: "writing the simulation's output".to_string(),
-            source: e,
-        })?;
-    }
     if let Some(dir) = &args.plot {
-        draw_charts(dir, &runs, &cfg.cluster)?;
+        let data: Vec<_> = outputs
+            .into_iter()
+            .filter_map(|(_, charts)| charts.map(crate::plot::Gather::into_run))
+            .collect();
+        for path in crate::plot::simulation_charts(&data, dir, crate::plot::Size::DEFAULT)? {
+            eprintln!("synergy: wrote {}", path.display());
+        }
     }
     out!("{}", render::render_simulation(&runs, args.json)?)?;
     Ok(0)
@@ -306,53 +335,42 @@ fn sweep_points(s: &SweepSettings, generated: bool) -> Vec<Point> {
     points
 }
 
-/// `--out`: the run's files in `dir`, or a subdirectory per sweep point.
-fn write_run_dirs(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyhow::Result<()> {
-    for r in runs {
-        let p = r.point;
-        let d = if runs.len() == 1 {
-            dir.to_path_buf()
-        } else {
-            dir.join(format!(
-                "{}-{}-load{}-seed{}",
-                p.policy, p.mechanism, p.load_jobs_per_h, p.seed
-            ))
-        };
-        let generated = r.job_list_seed.is_some();
-        let labels = sim::output::RunLabels {
-            load_jobs_per_h: generated.then_some(p.load_jobs_per_h),
-            seed: generated.then_some(p.seed),
-            job_list_seed: r.job_list_seed,
-            cluster: sim::output::ClusterSize::of(cluster),
-        };
-        sim::output::write_dir(r.result, &d, &labels)?;
-    }
-    Ok(())
+/// Where a sweep point's records go as it runs: its `--out` directory and the `--plot` charts' data.
+type PointOutputs = (Option<sim::output::OutDir>, Option<crate::plot::Gather>);
+
+/// `--out`: the point's files in `dir`, or in a subdirectory of it per sweep point (of `points`).
+fn point_out_dir(
+    dir: &Path,
+    p: &Point,
+    points: usize,
+    job_list_seed: Option<u64>,
+    cluster: &ClusterConfig,
+) -> Result<sim::output::OutDir, sim::SimError> {
+    let d = if points == 1 {
+        dir.to_path_buf()
+    } else {
+        dir.join(format!(
+            "{}-{}-load{}-seed{}",
+            p.policy, p.mechanism, p.load_jobs_per_h, p.seed
+        ))
+    };
+    let generated = job_list_seed.is_some();
+    let labels = sim::output::RunLabels {
+        load_jobs_per_h: generated.then_some(p.load_jobs_per_h),
+        seed: generated.then_some(p.seed),
+        job_list_seed,
+        cluster: sim::output::ClusterSize::of(cluster),
+    };
+    sim::output::OutDir::begin(&d, labels)
 }
 
-/// `--plot`: the usual charts of the runs in `dir`, each named on stderr.
-fn draw_charts(dir: &Path, runs: &[SimRun<'_>], cluster: &ClusterConfig) -> anyhow::Result<()> {
-    let capacity = [
+/// The cluster's GPUs, cores and GiB, as the utilization chart scales them.
+fn capacity(cluster: &ClusterConfig) -> [f64; 3] {
+    [
         cluster.total_gpus() as f64,
         cluster.total_cpus(),
         cluster.total_memory_gib(),
-    ];
-    let data: Vec<crate::plot::RunData> = runs
-        .iter()
-        .map(|r| {
-            let generated = r.job_list_seed.is_some();
-            crate::plot::RunData::from_result(
-                r.result,
-                generated.then_some(r.point.load_jobs_per_h),
-                generated.then_some(r.point.seed),
-                capacity,
-            )
-        })
-        .collect();
-    for path in crate::plot::simulation_charts(&data, dir, crate::plot::Size::DEFAULT)? {
-        eprintln!("synergy: wrote {}", path.display());
-    }
-    Ok(())
+    ]
 }
 
 /// `simulate --jobs-list`: every job's predicted JCT per policy and mechanism, as `run` prints them.

@@ -11,7 +11,7 @@ pub mod sim_data;
 
 use crate::error::Setting;
 pub use render::{DrawError, Format, Size};
-pub use sim_data::RunData;
+pub use sim_data::{Gather, RunData};
 
 use crate::error::InputError;
 use crate::format::profile::{Profile, ProfileError};

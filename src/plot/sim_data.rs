@@ -5,7 +5,8 @@ use super::{Kind, PlotError};
 use crate::error::InputError;
 use crate::error::Setting;
 use crate::format::trace::{read_csv, CsvRecord};
-use crate::sim::metrics::SimResult;
+use crate::sim::metrics::{FinishedJob, RoundRecord, SimResult};
+use crate::sim::{Recorder, SimError};
 use std::path::Path;
 
 /// One simulated configuration, as the charts see it.
@@ -31,49 +32,67 @@ pub struct RunData {
     pub capacity: Option<[f64; 3]>,
 }
 
-impl RunData {
-    /// A run in memory, as `synergy simulate --plot` has it.
-    pub fn from_result(
-        r: &SimResult,
-        load_jobs_per_h: Option<f64>,
-        seed: Option<u64>,
-        capacity: [f64; 3],
-    ) -> RunData {
-        let measured: Vec<f64> = r
-            .jobs
-            .iter()
-            .filter(|j| j.in_window)
-            .map(|j| j.jct_s / 3600.0)
-            .collect();
-        let jct_h = if measured.is_empty() {
-            r.jobs.iter().map(|j| j.jct_s / 3600.0).collect()
-        } else {
-            measured
-        };
-        RunData {
-            origin: "simulation".into(),
-            policy: r.summary.policy.clone(),
-            mechanism: r.summary.mechanism.clone(),
-            load_jobs_per_h,
-            seed,
-            mean_jct_h: r.summary.jct.mean_h,
-            jct_h,
-            rounds: r
-                .rounds
-                .iter()
-                .map(|x| {
-                    [
-                        x.start_s / 3600.0,
-                        x.gpus_used as f64,
-                        x.cpus_used,
-                        x.memory_gib_used,
-                    ]
-                })
-                .collect(),
-            capacity: Some(capacity),
+/// What the charts need of a run, gathered as it goes ([`Recorder`]): the measured jobs' JCTs (8 bytes a
+/// job) and each round's allocation (32 bytes a round), so that `synergy simulate --plot` keeps no
+/// per-job record (docs/architecture.md §5.1, "Cost of a round").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gather {
+    run: RunData,
+}
+
+impl Gather {
+    /// Gathers a run of generated `load_jobs_per_h` and `seed` (None for a trace file) on a cluster of
+    /// `capacity` GPUs, cores and GiB.
+    pub fn new(load_jobs_per_h: Option<f64>, seed: Option<u64>, capacity: [f64; 3]) -> Gather {
+        Gather {
+            run: RunData {
+                origin: "simulation".into(),
+                policy: String::new(),
+                mechanism: String::new(),
+                load_jobs_per_h,
+                seed,
+                mean_jct_h: 0.0,
+                jct_h: Vec::new(),
+                rounds: Vec::new(),
+                capacity: Some(capacity),
+            },
         }
     }
 
+    /// The run, once it has finished.
+    pub fn into_run(self) -> RunData {
+        self.run
+    }
+}
+
+impl Recorder for Gather {
+    fn job(&mut self, job: &FinishedJob) -> Result<(), SimError> {
+        // A run always measures some job (its window is never empty), so only measured ones are kept.
+        if job.in_window {
+            self.run.jct_h.push(job.jct_s / 3600.0);
+        }
+        Ok(())
+    }
+
+    fn round(&mut self, x: &RoundRecord) -> Result<(), SimError> {
+        self.run.rounds.push([
+            x.start_s / 3600.0,
+            x.gpus_used as f64,
+            x.cpus_used,
+            x.memory_gib_used,
+        ]);
+        Ok(())
+    }
+
+    fn finish(&mut self, r: &SimResult) -> Result<(), SimError> {
+        self.run.policy.clone_from(&r.summary.policy);
+        self.run.mechanism.clone_from(&r.summary.mechanism);
+        self.run.mean_jct_h = r.summary.jct.mean_h;
+        Ok(())
+    }
+}
+
+impl RunData {
     /// `policy / mechanism`, with load and seed.
     pub fn label(&self) -> String {
         let mut s = format!("{} / {}", self.policy, self.mechanism);

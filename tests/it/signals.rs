@@ -94,7 +94,7 @@ fn sigint_during_dataset_generation_leaves_nothing() {
     let _host = common::shared();
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("images");
-    let mut child = synergy()
+    let child = synergy()
         .args(["dataset", "gen", "--kind", "image", "--size", "2GiB"])
         .arg(&dir)
         .stderr(std::process::Stdio::piped())
@@ -114,14 +114,66 @@ fn sigint_during_dataset_generation_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
+    signal_leaves_nothing(child, libc::SIGINT, parent.path());
+}
+
+/// Sends `signal` to `child`, which must end with the shell's status for it, leaving `dir` empty.
+fn signal_leaves_nothing(mut child: std::process::Child, signal: i32, dir: &std::path::Path) {
     // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + libc::SIGINT));
-    let left: Vec<_> = std::fs::read_dir(parent.path())
+    assert_eq!(status.code(), Some(128 + signal));
+    let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A `simulate --out` run keeps its sorted jobs in unnamed temporary files in its staging directory
+/// (docs/architecture.md §5.1, "Cost of a round"); SIGTERM while they exist leaves neither the staging
+/// directory nor the output.
+#[test]
+fn sigterm_while_simulate_spools_jobs_to_disk_leaves_nothing() {
+    let _host = common::shared();
+    let parent = tempfile::tempdir().unwrap();
+    let out = parent.path().join("out");
+    let child = synergy()
+        .args([
+            "simulate",
+            "--multi-gpu",
+            "--servers",
+            "800",
+            "--load",
+            "225",
+            "--jobs",
+            "400000",
+            "--mechanism",
+            "proportional",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let staging = parent.path().join(".out.writing");
+    let spooled = || {
+        std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|p| p.starts_with(&staging) && p.to_string_lossy().ends_with("(deleted)"))
+    };
+    let start = Instant::now();
+    while !spooled() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the run never put rows on disk"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal_leaves_nothing(child, libc::SIGTERM, parent.path());
 }

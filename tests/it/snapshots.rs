@@ -219,6 +219,15 @@ fn simulation_outputs_are_held_byte_for_byte() {
         for f in files {
             let rel = f.strip_prefix(&out).unwrap().display().to_string();
             if rel.ends_with(".parquet") {
+                // Binary: held by its length and a 64-bit FNV-1a digest of its bytes.
+                let bytes = std::fs::read(&f).unwrap();
+                let digest = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                shown.push_str(&format!(
+                    "=== {rel}\n{} bytes, FNV-1a {digest:016x}\n",
+                    bytes.len()
+                ));
                 continue;
             }
             let text = std::fs::read_to_string(&f).unwrap();

@@ -52,10 +52,11 @@ pub struct SimConfig {
     /// Job ids whose JCTs are measured, inclusive; the run ends when they have all finished. None: all
     /// jobs of a finite trace.
     pub window: Option<(u64, u64)>,
-    /// Keep a record per round (utilization over time).
+    /// Keep a record per round in the result (utilization over time); a [`Recorder`] gets them either way.
     pub record_rounds: bool,
-    /// Keep a record per finished job (the per-job table, the JCT charts); without them a run holds only
-    /// its active jobs and 8 bytes per measured job (docs/architecture.md §5.1, "Cost of a round").
+    /// Keep a record per finished job in the result; without them a run holds only its active jobs and 8
+    /// bytes per measured job (docs/architecture.md §5.1, "Cost of a round"), and a [`Recorder`] takes
+    /// the records as they come.
     pub record_jobs: bool,
     /// This project's rules or the reference simulator's (docs/simulate.md, "Two semantics"), for a
     /// trace with multi-GPU jobs; a single-GPU trace always runs under this project's.
@@ -222,6 +223,56 @@ impl Watch for Unwatched {}
 /// How often a run reports to its [`Watch`].
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// Where a run hands its records as they happen (the output directory, the charts' data), so that it
+/// keeps none itself: the engine knows no file format, and a run's memory stays bounded by its active jobs
+/// (docs/architecture.md §5.1, "Cost of a round").
+pub trait Recorder {
+    /// A job finished; jobs come in the order they finish.
+    fn job(&mut self, _job: &FinishedJob) -> Result<(), SimError> {
+        Ok(())
+    }
+    /// A round ran; rounds come in order.
+    fn round(&mut self, _round: &RoundRecord) -> Result<(), SimError> {
+        Ok(())
+    }
+    /// The run ended with `result`, after its last job and round.
+    fn finish(&mut self, _result: &SimResult) -> Result<(), SimError> {
+        Ok(())
+    }
+}
+
+/// Records nothing.
+impl Recorder for () {}
+
+/// Records when there is a recorder.
+impl<R: Recorder> Recorder for Option<R> {
+    fn job(&mut self, job: &FinishedJob) -> Result<(), SimError> {
+        self.as_mut().map_or(Ok(()), |r| r.job(job))
+    }
+    fn round(&mut self, round: &RoundRecord) -> Result<(), SimError> {
+        self.as_mut().map_or(Ok(()), |r| r.round(round))
+    }
+    fn finish(&mut self, result: &SimResult) -> Result<(), SimError> {
+        self.as_mut().map_or(Ok(()), |r| r.finish(result))
+    }
+}
+
+/// Records with both.
+impl<A: Recorder, B: Recorder> Recorder for (A, B) {
+    fn job(&mut self, job: &FinishedJob) -> Result<(), SimError> {
+        self.0.job(job)?;
+        self.1.job(job)
+    }
+    fn round(&mut self, round: &RoundRecord) -> Result<(), SimError> {
+        self.0.round(round)?;
+        self.1.round(round)
+    }
+    fn finish(&mut self, result: &SimResult) -> Result<(), SimError> {
+        self.0.finish(result)?;
+        self.1.finish(result)
+    }
+}
+
 /// Runs one simulation to the end of its window (or of its finite trace).
 pub fn run(
     catalog: &Catalog,
@@ -230,10 +281,10 @@ pub fn run(
     policy: &dyn Policy,
     mechanism: &mut dyn Mechanism,
 ) -> Result<SimResult, SimError> {
-    run_watched(catalog, cfg, source, policy, mechanism, &Unwatched)
+    run_watched(catalog, cfg, source, policy, mechanism, &Unwatched, &mut ())
 }
 
-/// [`run`], reporting its progress to `watch`.
+/// [`run`], reporting its progress to `watch` and handing its records to `recorder`.
 pub fn run_watched(
     catalog: &Catalog,
     cfg: &SimConfig,
@@ -241,6 +292,7 @@ pub fn run_watched(
     policy: &dyn Policy,
     mechanism: &mut dyn Mechanism,
     watch: &dyn Watch,
+    recorder: &mut dyn Recorder,
 ) -> Result<SimResult, SimError> {
     let started = Instant::now();
     let (mut pending, window_total) = arrivals(catalog, cfg, source)?;
@@ -340,6 +392,7 @@ pub fn run_watched(
                 }
                 let record = FinishedJob::of(job, finish_s, &names);
                 measured.add(&record);
+                recorder.job(&record)?;
                 if cfg.record_jobs {
                     records.push(record);
                 }
@@ -351,18 +404,20 @@ pub fn run_watched(
         used_sums.0 += gpus_used as f64;
         used_sums.1 += cpus_used;
         used_sums.2 += mem_used;
+        let record = RoundRecord {
+            start_s: now,
+            active: active.len() as u32,
+            running,
+            gpus_used,
+            cpus_used,
+            memory_gib_used: mem_used,
+            mean_speed: speed_sum / running.max(1) as f64,
+            demotions: stats.demotions,
+            solve_s: stats.solve_s,
+        };
+        recorder.round(&record)?;
         if cfg.record_rounds {
-            rounds.push(RoundRecord {
-                start_s: now,
-                active: active.len() as u32,
-                running,
-                gpus_used,
-                cpus_used,
-                memory_gib_used: mem_used,
-                mean_speed: speed_sum / running.max(1) as f64,
-                demotions: stats.demotions,
-                solve_s: stats.solve_s,
-            });
+            rounds.push(record);
         }
         if finished.iter().any(|f| *f) {
             let mut k = 0;
@@ -397,7 +452,7 @@ pub fn run_watched(
         rounds_run - reported_rounds,
         now + cfg.round_s,
     );
-    Ok(SimResult::new(
+    let result = SimResult::new(
         records,
         measured,
         rounds,
@@ -418,7 +473,9 @@ pub fn run_watched(
             solve_s_total,
             solve_s_max,
         },
-    ))
+    );
+    recorder.finish(&result)?;
+    Ok(result)
 }
 
 #[cfg(test)]

@@ -6,12 +6,13 @@ pub mod metrics;
 pub mod output;
 pub mod pyrandom;
 pub mod semantics;
+pub mod spool;
 pub mod sweep;
 pub mod table;
 pub mod trace;
 
 pub use engine::{
-    check_round, run, run_watched, SimConfig, TraceFile, TraceSource, Unwatched, Watch,
+    check_round, run, run_watched, Recorder, SimConfig, TraceFile, TraceSource, Unwatched, Watch,
 };
 pub use metrics::{SimResult, Summary};
 pub use semantics::SimSemantics;

@@ -1,8 +1,10 @@
 //! Presenting results: the summary table for people, and the output directory (per-job and per-round
-//! tables in CSV and Parquet, summary JSON), each file written atomically.
+//! tables in CSV and Parquet, summary JSON), written as the run goes into a directory that appears whole.
 
+use super::engine::Recorder;
 use super::metrics::{FinishedJob, RoundRecord, SimResult, Summary};
-use super::table::{Table, Values};
+use super::spool::{SortedSpool, TableSpool};
+use super::table::{Cell, Kind, Schema};
 use super::SimError;
 use crate::error::InputError;
 use crate::fsutil::{write_atomic, StagedDir};
@@ -110,59 +112,72 @@ pub fn render_sweep(rows: &[(Option<f64>, Option<u64>, Summary)]) -> String {
     o
 }
 
-/// The per-job table, by job id.
-pub fn jobs_table(r: &SimResult) -> Table {
-    let mut jobs: Vec<_> = r.jobs.iter().collect();
-    jobs.sort_by_key(|j| j.id);
-    let int = |f: &dyn Fn(&FinishedJob) -> i64| Values::Int(jobs.iter().map(|j| f(j)).collect());
-    let float = |f: &dyn Fn(&FinishedJob) -> f64, decimals| {
-        Values::Float(jobs.iter().map(|j| f(j)).collect(), decimals)
-    };
-    let text =
-        |f: &dyn Fn(&FinishedJob) -> String| Values::Text(jobs.iter().map(|j| f(j)).collect());
-    Table {
-        name: "jobs",
-        columns: vec![
-            ("id", int(&|j| j.id as i64)),
-            ("model", text(&|j| j.model.to_string())),
-            ("class", text(&|j| j.class.to_string())),
-            ("gpus", int(&|j| j.gpus.into())),
-            ("arrival_s", float(&|j| j.arrival_s, 3)),
-            ("start_s", float(&|j| j.start_s, 3)),
-            ("finish_s", float(&|j| j.finish_s, 3)),
-            ("jct_s", float(&|j| j.jct_s, 3)),
-            ("isolated_s", float(&|j| j.isolated_s, 3)),
-            ("ftf", float(&|j| j.ftf, 4)),
-            ("demotions", int(&|j| j.demotions.into())),
-            (
-                "in_window",
-                Values::Bool(jobs.iter().map(|j| j.in_window).collect()),
-            ),
-        ],
-    }
+/// The per-job table (`jobs.csv`, `jobs.parquet`), by job id.
+pub const JOBS: Schema = Schema {
+    name: "jobs",
+    columns: &[
+        ("id", Kind::Int),
+        ("model", Kind::Text),
+        ("class", Kind::Text),
+        ("gpus", Kind::Int),
+        ("arrival_s", Kind::Float(3)),
+        ("start_s", Kind::Float(3)),
+        ("finish_s", Kind::Float(3)),
+        ("jct_s", Kind::Float(3)),
+        ("isolated_s", Kind::Float(3)),
+        ("ftf", Kind::Float(4)),
+        ("demotions", Kind::Int),
+        ("in_window", Kind::Bool),
+    ],
+};
+
+/// A job's row of [`JOBS`].
+fn job_row(j: &FinishedJob) -> [Cell<'_>; 12] {
+    [
+        Cell::Int(j.id as i64),
+        Cell::Text(&j.model),
+        Cell::Text(&j.class),
+        Cell::Int(j.gpus.into()),
+        Cell::Float(j.arrival_s),
+        Cell::Float(j.start_s),
+        Cell::Float(j.finish_s),
+        Cell::Float(j.jct_s),
+        Cell::Float(j.isolated_s),
+        Cell::Float(j.ftf),
+        Cell::Int(j.demotions.into()),
+        Cell::Bool(j.in_window),
+    ]
 }
 
-/// The per-round table (utilization over time).
-pub fn rounds_table(r: &SimResult) -> Table {
-    let rounds = &r.rounds;
-    let int = |f: &dyn Fn(&RoundRecord) -> i64| Values::Int(rounds.iter().map(f).collect());
-    let float = |f: &dyn Fn(&RoundRecord) -> f64, decimals| {
-        Values::Float(rounds.iter().map(f).collect(), decimals)
-    };
-    Table {
-        name: "rounds",
-        columns: vec![
-            ("start_s", float(&|x| x.start_s, 0)),
-            ("active", int(&|x| x.active.into())),
-            ("running", int(&|x| x.running.into())),
-            ("gpus_used", int(&|x| x.gpus_used as i64)),
-            ("cpus_used", float(&|x| x.cpus_used, 3)),
-            ("memory_gib_used", float(&|x| x.memory_gib_used, 3)),
-            ("mean_speed", float(&|x| x.mean_speed, 4)),
-            ("demotions", int(&|x| x.demotions.into())),
-            ("solve_s", float(&|x| x.solve_s, 6)),
-        ],
-    }
+/// The per-round table (`rounds.csv`, `rounds.parquet`: utilization over time), in order.
+pub const ROUNDS: Schema = Schema {
+    name: "rounds",
+    columns: &[
+        ("start_s", Kind::Float(0)),
+        ("active", Kind::Int),
+        ("running", Kind::Int),
+        ("gpus_used", Kind::Int),
+        ("cpus_used", Kind::Float(3)),
+        ("memory_gib_used", Kind::Float(3)),
+        ("mean_speed", Kind::Float(4)),
+        ("demotions", Kind::Int),
+        ("solve_s", Kind::Float(6)),
+    ],
+};
+
+/// A round's row of [`ROUNDS`].
+fn round_row(x: &RoundRecord) -> [Cell<'static>; 9] {
+    [
+        Cell::Float(x.start_s),
+        Cell::Int(x.active.into()),
+        Cell::Int(x.running.into()),
+        Cell::Int(x.gpus_used as i64),
+        Cell::Float(x.cpus_used),
+        Cell::Float(x.memory_gib_used),
+        Cell::Float(x.mean_speed),
+        Cell::Int(x.demotions.into()),
+        Cell::Float(x.solve_s),
+    ]
 }
 
 /// The cluster's size, written in `summary.json` so readers can turn `rounds.csv` into utilization.
@@ -218,7 +233,7 @@ pub fn begin_out_dir(dir: &Path) -> Result<StagedDir, SimError> {
     Ok(StagedDir::begin(dir)?)
 }
 
-/// Whether `dir` is a directory holding only what [`write_dir`] and the charts write, directly or in
+/// Whether `dir` is a directory holding only what [`OutDir`] and the charts write, directly or in
 /// one subdirectory per sweep point.
 fn holds_only_outputs(dir: &Path) -> bool {
     const FILES: [&str; 5] = [
@@ -243,41 +258,82 @@ fn holds_only_outputs(dir: &Path) -> bool {
     })
 }
 
-/// Writes `jobs.csv`, `jobs.parquet`, `rounds.csv`, `rounds.parquet` and `summary.json` (the summary and
-/// `labels`) into `dir`; returns the paths.
-pub fn write_dir(r: &SimResult, dir: &Path, labels: &RunLabels) -> Result<Vec<PathBuf>, SimError> {
-    #[derive(Serialize)]
-    struct SummaryFile<'a> {
-        #[serde(flatten)]
-        summary: &'a Summary,
-        #[serde(flatten)]
-        labels: &'a RunLabels,
+/// A run's output directory, written as the run goes ([`Recorder`]): `rounds.csv` round by round and
+/// the per-job table through a [`SortedSpool`], so memory holds a chunk of rows rather than the run's
+/// (docs/architecture.md §5.1, "Cost of a round"); at the run's end `jobs.csv`, `jobs.parquet`,
+/// `rounds.parquet` and `summary.json` (the summary and the labels). The directory is meant to be inside
+/// a [`StagedDir`], which makes the files appear together.
+pub struct OutDir {
+    dir: PathBuf,
+    labels: RunLabels,
+    jobs: Option<SortedSpool>,
+    rounds: Option<TableSpool>,
+}
+
+impl OutDir {
+    /// Starts writing into `dir`, created when missing.
+    pub fn begin(dir: &Path, labels: RunLabels) -> Result<OutDir, SimError> {
+        std::fs::create_dir_all(dir).map_err(|source| output_error(dir, source))?;
+        Ok(OutDir {
+            dir: dir.to_path_buf(),
+            labels,
+            jobs: Some(SortedSpool::new(dir, JOBS)),
+            rounds: Some(TableSpool::create(dir, ROUNDS).map_err(|e| output_error(dir, e))?),
+        })
     }
-    let summary = SummaryFile {
-        summary: &r.summary,
-        labels,
-    };
-    let mut files = Vec::new();
-    for table in [jobs_table(r), rounds_table(r)] {
-        let parquet = table.to_parquet().map_err(|e| SimError::Io {
-            context: format!("encoding {}.parquet", table.name),
-            source: std::io::Error::other(e),
-        })?;
-        files.push((format!("{}.csv", table.name), table.to_csv().into_bytes()));
-        files.push((format!("{}.parquet", table.name), parquet));
+
+    fn error(&self, source: std::io::Error) -> SimError {
+        output_error(&self.dir, source)
     }
-    files.push((
-        "summary.json".to_string(),
-        (serde_json::to_string_pretty(&summary).expect("summaries serialize") + "\n").into_bytes(),
-    ));
-    let mut out = Vec::new();
-    for (name, bytes) in files {
-        let p = dir.join(name);
-        write_atomic(&p, &bytes).map_err(|source| SimError::Io {
-            context: "writing the simulation's output".to_string(),
-            source,
-        })?;
-        out.push(p);
+}
+
+fn output_error(dir: &Path, source: std::io::Error) -> SimError {
+    SimError::Io {
+        context: format!("writing the simulation's output in {}", dir.display()),
+        source,
     }
-    Ok(out)
+}
+
+impl Recorder for OutDir {
+    fn job(&mut self, job: &FinishedJob) -> Result<(), SimError> {
+        let jobs = self
+            .jobs
+            .as_mut()
+            .expect("a run records jobs before it ends");
+        jobs.push(&job_row(job))
+            .map_err(|e| output_error(&self.dir, e))
+    }
+
+    fn round(&mut self, round: &RoundRecord) -> Result<(), SimError> {
+        let rounds = self
+            .rounds
+            .as_mut()
+            .expect("a run records rounds before it ends");
+        rounds
+            .push(&round_row(round))
+            .map_err(|e| output_error(&self.dir, e))
+    }
+
+    fn finish(&mut self, result: &SimResult) -> Result<(), SimError> {
+        #[derive(Serialize)]
+        struct SummaryFile<'a> {
+            #[serde(flatten)]
+            summary: &'a Summary,
+            #[serde(flatten)]
+            labels: &'a RunLabels,
+        }
+        let (Some(jobs), Some(rounds)) = (self.jobs.take(), self.rounds.take()) else {
+            unreachable!("a run ends once");
+        };
+        let mut table = TableSpool::create(&self.dir, JOBS).map_err(|e| self.error(e))?;
+        jobs.finish(&mut table).map_err(|e| self.error(e))?;
+        table.finish().map_err(|e| self.error(e))?;
+        rounds.finish().map_err(|e| self.error(e))?;
+        let summary = SummaryFile {
+            summary: &result.summary,
+            labels: &self.labels,
+        };
+        let text = serde_json::to_string_pretty(&summary).expect("summaries serialize") + "\n";
+        write_atomic(&self.dir.join("summary.json"), text.as_bytes()).map_err(|e| self.error(e))
+    }
 }

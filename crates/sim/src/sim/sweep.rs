@@ -1,7 +1,7 @@
 //! Sweeps: every combination of policies, mechanisms, loads and seeds, run in parallel on scoped threads
 //! (one simulation per task; each is single-threaded and deterministic, so order does not matter).
 
-use super::engine::{run_watched, SimConfig, TraceSource, Watch};
+use super::engine::{run_watched, Recorder, SimConfig, TraceSource, Watch};
 use super::metrics::SimResult;
 use super::trace::GenConfig;
 use super::SimError;
@@ -23,25 +23,29 @@ pub struct Point {
     pub seed: u64,
 }
 
-/// Runs every point on up to `threads` threads, each reporting its progress to `watch`; results come back
-/// in the order of `points`.
-pub fn sweep(
+/// Runs every point on up to `threads` threads, each reporting its progress to `watch` and handing its
+/// records to the recorder `recorder(i, point)` makes for it; results and recorders come back in the
+/// order of `points`.
+pub fn sweep<R: Recorder + Send>(
     catalog: &Catalog,
     cfg: &SimConfig,
     base: &TraceSource,
     points: &[Point],
     threads: usize,
     watch: &dyn Watch,
-) -> Result<Vec<SimResult>, SimError> {
+    recorder: &(dyn Fn(usize, &Point) -> Result<R, SimError> + Sync),
+) -> Result<Vec<(SimResult, R)>, SimError> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<SimResult, SimError>>>> =
-        Mutex::new((0..points.len()).map(|_| None).collect());
+    type Slot<R> = Option<Result<(SimResult, R), SimError>>;
+    let results: Mutex<Vec<Slot<R>>> = Mutex::new((0..points.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, points.len().max(1)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(p) = points.get(i) else { break };
-                let r = run_point(catalog, cfg, base, p, watch);
+                let r = recorder(i, p).and_then(|mut rec| {
+                    run_point(catalog, cfg, base, p, watch, &mut rec).map(|r| (r, rec))
+                });
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
@@ -61,6 +65,7 @@ pub fn run_point(
     base: &TraceSource,
     p: &Point,
     watch: &dyn Watch,
+    recorder: &mut dyn Recorder,
 ) -> Result<SimResult, SimError> {
     let policy = policy_by_name(&p.policy)?;
     let mut mech = mechanism_by_name(&p.mechanism)?;
@@ -72,5 +77,13 @@ pub fn run_point(
         }),
         other => other.clone(),
     };
-    run_watched(catalog, cfg, source, policy.as_ref(), mech.as_mut(), watch)
+    run_watched(
+        catalog,
+        cfg,
+        source,
+        policy.as_ref(),
+        mech.as_mut(),
+        watch,
+        recorder,
+    )
 }
