@@ -349,10 +349,17 @@ fn point_out_dir(
     let d = if points == 1 {
         dir.to_path_buf()
     } else {
-        dir.join(format!(
+        let d = dir.join(format!(
             "{}-{}-load{}-seed{}",
             p.policy, p.mechanism, p.load_jobs_per_h, p.seed
-        ))
+        ));
+        // Not create_dir_all: where a signal removed the staging directory, this fails rather than
+        // making it again.
+        std::fs::create_dir(&d).map_err(|e| sim::SimError::Io {
+            context: format!("creating {}", d.display()),
+            source: e,
+        })?;
+        d
     };
     let generated = job_list_seed.is_some();
     let labels = sim::output::RunLabels {

@@ -60,7 +60,14 @@ fn done_in_progress(path: &Path) {
 pub fn exit_removing_in_progress(code: i32) -> ! {
     let registry = registry();
     for p in registry.iter() {
-        let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+        // Other threads may still be writing into a staging directory (a simulation's spools) and
+        // make a file in it while it is being removed, which fails the removal: try again.
+        for _ in 0..10 {
+            let gone = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+            if gone.is_ok() || p.symlink_metadata().is_err() {
+                break;
+            }
+        }
     }
     std::process::exit(code)
 }
@@ -218,14 +225,16 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
     let step = |what: &str, e: io::Error| {
         io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
     };
-    std::fs::create_dir_all(dir).map_err(|e| step("creating the directory of", e))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
     // file's default 0600.
+    // The directory is made under the registry's lock too: a signal's clean-up holds it from the
+    // removal to the exit, so no write makes a removed staging directory again.
     let mut tmp = create_in_progress(|| {
+        std::fs::create_dir_all(dir)?;
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(&format!(".{}{TMP_SUFFIX}", std::process::id()))

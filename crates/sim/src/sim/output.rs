@@ -271,9 +271,9 @@ pub struct OutDir {
 }
 
 impl OutDir {
-    /// Starts writing into `dir`, created when missing.
+    /// Starts writing into `dir`, which exists: it is never made here, so a staging directory that a
+    /// signal's clean-up removed is not made again by a run still starting.
     pub fn begin(dir: &Path, labels: RunLabels) -> Result<OutDir, SimError> {
-        std::fs::create_dir_all(dir).map_err(|source| output_error(dir, source))?;
         Ok(OutDir {
             dir: dir.to_path_buf(),
             labels,
