@@ -191,7 +191,10 @@ fn read_frame(r: &mut impl Read, bytes: &mut Vec<u8>) -> io::Result<()> {
 fn on_disk(verb: &str, table: &str, dir: &Path, e: io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
-        format!("{verb} {table}'s rows on disk in {}: {e}", dir.display()),
+        format!(
+            "{verb} the {table} table's rows in temporary files in {}: {e}",
+            dir.display()
+        ),
     )
 }
 
