@@ -229,12 +229,13 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Results are ordinary files for people and other tools: 0644 less the umask, not the temporary
-    // file's default 0600.
-    // The directory is made under the registry's lock too: a signal's clean-up holds it from the
-    // removal to the exit, so no write makes a removed staging directory again.
+    // The directory is made under the registry's lock: a signal's clean-up holds it from the removal to
+    // the exit, so no write makes a removed staging directory again. Results are ordinary files for
+    // people and other tools: 0644 less the umask, not the temporary file's default 0600.
+    let mut dir_made = false;
     let mut tmp = create_in_progress(|| {
         std::fs::create_dir_all(dir)?;
+        dir_made = true;
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{name}."))
             .suffix(&format!(".{}{TMP_SUFFIX}", std::process::id()))
@@ -243,7 +244,10 @@ fn stage(path: &Path, bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
         let path = tmp.path().to_path_buf();
         Ok((tmp, path))
     })
-    .map_err(|e| step("creating a temporary file for", e))?;
+    .map_err(|e| match dir_made {
+        false => step("creating the directory of", e),
+        true => step("creating a temporary file for", e),
+    })?;
     let tmp_path = tmp.path().to_path_buf();
     let written = tmp
         .write_all(bytes)
