@@ -101,20 +101,20 @@ fn sigint_during_dataset_generation_leaves_nothing() {
         .spawn()
         .unwrap();
     // Wait until files are being written into the temporary directory.
-    let start = Instant::now();
-    loop {
-        let busy = std::fs::read_dir(parent.path()).unwrap().count() > 0;
-        if busy {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "generation never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(Duration::from_secs(20), "generation never started", || {
+        std::fs::read_dir(parent.path()).unwrap().count() > 0
+    });
     std::thread::sleep(Duration::from_millis(500));
     signal_leaves_nothing(child, libc::SIGINT, parent.path());
+}
+
+/// Polls `ready` every 20 ms until it holds, failing with `never` after `limit`.
+fn wait_for(limit: Duration, never: &str, ready: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < limit, "{never}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Sends `signal` to `child`, which must end with the shell's status for it, leaving `dir` empty.
@@ -167,13 +167,10 @@ fn sigterm_while_simulate_spools_jobs_to_disk_leaves_nothing() {
             .filter_map(|fd| std::fs::read_link(fd.path()).ok())
             .any(|p| p.starts_with(&staging) && p.to_string_lossy().ends_with("(deleted)"))
     };
-    let start = Instant::now();
-    while !spooled() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "the run never put rows on disk"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        Duration::from_secs(120),
+        "the run never put rows on disk",
+        spooled,
+    );
     signal_leaves_nothing(child, libc::SIGTERM, parent.path());
 }
