@@ -369,6 +369,11 @@ pub(super) struct ProfileArgs {
     /// Continue an interrupted profile, reusing its finished trials.
     #[arg(long)]
     pub(super) resume: bool,
+    /// Launch the workload afresh for every cached trial of the CPU sweep. By default a probed script
+    /// (`--probe`, its loader's workers fixed by the script) is launched once for the whole sweep and
+    /// re-budgeted in place; a script that sizes its loader from SYNERGY_CPUS needs this flag.
+    #[arg(long)]
+    pub(super) fresh_trials: bool,
     #[command(flatten)]
     pub(super) limits: LimitFlags,
     /// Fraction of the best throughput the demand vector may give up, in [0, 1).

@@ -91,6 +91,8 @@ fn trial_request(args: MeasureArgs) -> Result<TrialRequest, InputError> {
         warmup_epochs_max_s: f64::INFINITY,
         min_measure_s: args.min_seconds,
         min_measure_steps: args.min_steps,
+        long_window_s: f64::INFINITY,
+        min_measure_steps_long: 0,
         max_total_s: args.max_seconds,
         rel_precision: args.precision,
         first_epoch_only: false,

@@ -182,6 +182,7 @@ fn profile_request(args: ProfileArgs) -> Result<ProfileRequest, InputError> {
         budget_s: parse_budget(&args.budget)?,
         exhaustive: args.exhaustive,
         resume: args.resume,
+        fresh_trials: args.fresh_trials,
         storage_limit: args.limits.storage_bps,
         isolation: args.limits.isolation,
         tolerance: args.tolerance,

@@ -440,6 +440,27 @@ fn an_unmodified_script_is_profiled_completely() {
     assert_eq!(seen["dataset_class"], "ImageFolder", "{seen}");
     assert_eq!(seen["device"], "cpu", "{seen}");
     assert!(seen["parameters"].as_u64().unwrap() > 1_000_000, "{seen}");
+    // The script fixes its loader's workers, so the CPU sweep ran in one launch: the core count after
+    // the first was measured in place, or, where other work disturbed that, run again afresh.
+    let cached: Vec<(f64, Value, u64)> = trials(&p, "cpu")
+        .iter()
+        .map(|t| {
+            let a = &t["result"]["allocation"];
+            let runs = t["attempts"].as_u64().unwrap();
+            (
+                a["cpus"].as_f64().unwrap(),
+                a["launched_at_cpus"].clone(),
+                runs,
+            )
+        })
+        .collect();
+    assert!(
+        cached.iter().any(|(c, at, _)| *c == 2.0 && at.is_null())
+            && cached
+                .iter()
+                .any(|(c, at, runs)| *c == 1.0 && (*at == 2.0 || *runs > 1)),
+        "cached trials (cores, launched at, runs): {cached:?}\n{printed}"
+    );
     // A memory axis over the footprint and the dataset, with distinct columns.
     let mem: Vec<f64> = p["matrix"]["memory_gib"]
         .as_array()

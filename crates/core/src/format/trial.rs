@@ -25,6 +25,10 @@ pub struct TrialAllocation {
     pub cache_state: CacheState,
     /// Synthetic input.
     pub synthetic: bool,
+    /// Measured in place: the workload was launched at these cores and re-budgeted to `cpus` while it
+    /// ran, rather than launched at them (docs/profile-format.md, "The CPU sweep in one launch").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_at_cpus: Option<Cores>,
 }
 
 /// How the budget was enforced, and what it cost.

@@ -26,6 +26,15 @@ pub struct EstimatorConfig {
     /// claims ±1-2% (docs/profile-format.md, "How the trials run").
     #[serde(default)]
     pub min_measure_steps: u64,
+    /// A window at least this long needs only [`EstimatorConfig::min_measure_steps_long`] steps: where a
+    /// step takes seconds, [`EstimatorConfig::min_measure_steps`] of them would take minutes, and a
+    /// window this long already averages the host's slow spells and the loader's bursts over many of
+    /// their periods.
+    #[serde(default = "unbounded")]
+    pub long_window_s: f64,
+    /// Fewest steps in a window at least [`EstimatorConfig::long_window_s`] long.
+    #[serde(default)]
+    pub min_measure_steps_long: u64,
     /// Longest trial, warm-up included; the trial stops then whatever the precision.
     pub max_total_s: f64,
     /// Stop once the 95% confidence half-width is at most this fraction of the mean.
@@ -100,6 +109,8 @@ impl Default for EstimatorConfig {
             warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 3.0,
             min_measure_steps: 0,
+            long_window_s: f64::INFINITY,
+            min_measure_steps_long: 0,
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
@@ -410,7 +421,9 @@ impl Estimator {
     pub fn converged(&self) -> Option<Estimate> {
         self.estimate().filter(|e| {
             e.measured_s >= self.cfg.min_measure_s
-                && e.measured_steps >= self.cfg.min_measure_steps
+                && (e.measured_steps >= self.cfg.min_measure_steps
+                    || (e.measured_s >= self.cfg.long_window_s
+                        && e.measured_steps >= self.cfg.min_measure_steps_long))
                 && if self.whole_epoch_mode() {
                     e.whole_epochs > 0
                         && (e.measured_s / e.whole_epochs as f64
@@ -481,6 +494,8 @@ mod tests {
             warmup_epochs_max_s: f64::INFINITY,
             min_measure_s: 2.0,
             min_measure_steps: 0,
+            long_window_s: f64::INFINITY,
+            min_measure_steps_long: 0,
             max_total_s: 60.0,
             rel_precision: 0.02,
             first_epoch_only: false,
@@ -539,6 +554,30 @@ mod tests {
         let asked = first_converged(40);
         assert_eq!(asked.measured_steps, 40, "{asked:?}");
         assert!((asked.samples_per_s - 320.0).abs() < 1.0, "{asked:?}");
+    }
+
+    #[test]
+    fn a_long_window_of_slow_steps_needs_fewer_of_them() {
+        // Steady steps of 2 s (a real script at half a core), 40 asked for, 20 enough in 20 s.
+        let first_converged = |long_window_s| {
+            let mut c = cfg();
+            c.max_total_s = 1000.0;
+            c.min_measure_steps = 40;
+            c.long_window_s = long_window_s;
+            c.min_measure_steps_long = 20;
+            let mut e = Estimator::new(c);
+            (1..200)
+                .find_map(|i| {
+                    e.push_step(2.0 * i as f64, 8.0, None);
+                    e.converged()
+                })
+                .expect("converges")
+        };
+        assert_eq!(first_converged(f64::INFINITY).measured_steps, 40);
+        let long = first_converged(20.0);
+        assert_eq!(long.measured_steps, 20, "{long:?}");
+        assert!(long.measured_s >= 20.0, "{long:?}");
+        assert!((long.samples_per_s - 4.0).abs() < 0.01, "{long:?}");
     }
 
     #[test]

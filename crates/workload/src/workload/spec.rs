@@ -473,6 +473,25 @@ impl WorkloadSpec {
         Ok(())
     }
 
+    /// Whether the workload's processes and loader pool are the same at any cores it is given, so one
+    /// launch re-budgeted in place measures what a launch at each budget would (docs/profile-format.md,
+    /// "The CPU sweep in one launch"). True for a probed script that sizes nothing from its budget: the
+    /// probe is not told to set the loader's workers, no `{cpus}` or `{threads}` reaches its command or
+    /// environment, and no launcher starts ranks that share the cores. A script that reads
+    /// `SYNERGY_CPUS` itself cannot be told apart; `profile --fresh-trials` is for it.
+    pub fn pool_is_fixed(&self) -> bool {
+        let sized = |text: &str| text.contains("{cpus}") || text.contains("{threads}");
+        self.probe.is_some()
+            && self.launcher.is_none()
+            && self
+                .env
+                .get(super::probe::SET_WORKERS_ENV)
+                .map(String::as_str)
+                != Some("1")
+            && !self.command.iter().any(|a| sized(a))
+            && !self.env.values().any(|v| sized(v))
+    }
+
     /// The dataset directory with placeholders expanded and relative paths resolved.
     pub fn dataset_dir(&self) -> Result<Option<PathBuf>, InputError> {
         let Some(ds) = &self.dataset else {
@@ -548,6 +567,31 @@ mod tests {
         for (name, _) in BUILTIN {
             let spec = WorkloadSpec::load(name).unwrap();
             assert_eq!(spec.name, name);
+        }
+    }
+
+    #[test]
+    fn only_a_probed_script_that_sizes_nothing_from_its_cores_keeps_its_pool_in_place() {
+        let argv: Vec<String> = ["python3", "train.py", "-j", "2", "/data"]
+            .map(String::from)
+            .to_vec();
+        let probed = WorkloadSpec::from_command(&argv, Some(ProbeKind::Pytorch)).unwrap();
+        assert!(probed.pool_is_fixed());
+        assert!(!WorkloadSpec::from_command(&argv, None)
+            .unwrap()
+            .pool_is_fixed());
+        let mut told = probed.clone();
+        told.env
+            .insert(crate::workload::probe::SET_WORKERS_ENV.into(), "1".into());
+        assert!(!told.pool_is_fixed(), "the probe sets the workers");
+        let mut sized = probed.clone();
+        sized.command.push("--workers={threads}".into());
+        assert!(!sized.pool_is_fixed(), "{{threads}} in the command");
+        let mut ranks = probed;
+        ranks.launcher = Some(LauncherKind::Torchrun);
+        assert!(!ranks.pool_is_fixed(), "a launcher's ranks share the cores");
+        for (name, _) in BUILTIN {
+            assert!(!WorkloadSpec::load(name).unwrap().pool_is_fixed(), "{name}");
         }
     }
 

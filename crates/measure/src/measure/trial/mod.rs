@@ -2,33 +2,30 @@
 //! read its progress until the throughput is known, then stop everything and report.
 //!
 //! This module holds the request, the error and the top-level [`run_trial`]; checking the request and
-//! finding the dataset are in `prepare`, watching the running workload in `watch`, turning the domain's
-//! readings into telemetry in `summary`, and the recorded result in `result`. Where a trial sits in a
-//! profile: docs/architecture.md §2 (the profile flow).
+//! finding the dataset are in `prepare`, one launch in its domain, measured at one budget or several in
+//! turn, in `live`, watching the running workload in `watch`, and turning the domain's readings into
+//! telemetry in `summary`. Where a trial sits in a profile: docs/architecture.md §2 (the profile flow).
 
+mod live;
 mod prepare;
 mod summary;
 mod watch;
 
 use crate::error::Setting;
-use crate::format::trial::{
-    CacheState, DatasetReport, EpochStats, IsolationReport, TrialAllocation, TrialResult,
-    TRIAL_SCHEMA,
-};
+use crate::format::trial::{CacheState, EpochStats, TrialResult};
+pub use live::LiveTrial;
 pub use prepare::prepare_dataset;
 
 use super::estimate::EstimatorConfig;
 use crate::cancel::Cancel;
 use crate::error::InputError;
 use crate::format::trial::IsolationKind;
-use crate::isolate::{self, pagecache, Budget, IsolateError};
+use crate::isolate::IsolateError;
 use crate::units::{Bytes, BytesPerSec, Cores};
-use crate::workload::launch::{self, LaunchConfig};
 use crate::workload::{WorkloadError, WorkloadSpec};
 use indicatif::ProgressBar;
 use prepare::validate;
-use std::time::{Duration, Instant};
-use watch::watch;
+use std::time::Duration;
 
 /// One trial to run.
 #[derive(Debug, Clone)]
@@ -168,187 +165,8 @@ pub fn run_trial(
     bar: &ProgressBar,
     cancel: &Cancel,
 ) -> Result<TrialResult, TrialError> {
-    validate(req)?;
-    let spec = &req.spec;
-    // A synthetic trial reads no data, but the dataset is still made when absent: a built-in workload's
-    // ingestion rate may be relative to this host's one-core rate on it.
-    let prepared = prepare_dataset(spec, bar, cancel)?;
-    let data = if req.synthetic { None } else { prepared };
-    if let Some(sig) = cancel.signal() {
-        return Err(TrialError::Interrupted(sig));
-    }
-
-    let read_limit = match (req.storage_limit, &data) {
-        (Some(bps), Some((dir, _, _))) => Some((isolate::block_device_of(dir)?, bps)),
-        _ => None,
-    };
-    if let Some((_, files, _)) = &data {
-        let paths: Vec<_> = files.paths().map(|p| p.to_path_buf()).collect();
-        let ctx = |what: &str| format!("{what} the dataset's page cache");
-        match req.cache_state {
-            CacheState::AsIs => {}
-            CacheState::Cold => {
-                bar.set_message("evicting the dataset from the page cache");
-                pagecache::evict(&paths).map_err(|e| WorkloadError::io(ctx("evicting"), e))?;
-            }
-            CacheState::Warm => {
-                bar.set_message("reading the dataset into the page cache");
-                pagecache::prewarm(&paths).map_err(|e| WorkloadError::io(ctx("prewarming"), e))?;
-            }
-        }
-    }
-    let dataset_report = match &data {
-        Some((dir, files, generated)) => {
-            let paths: Vec<_> = files.paths().map(|p| p.to_path_buf()).collect();
-            let resident = pagecache::residency(&paths)
-                .map_err(|e| WorkloadError::io("reading the dataset's page-cache residency", e))?;
-            let bytes = files.total_bytes();
-            Some(DatasetReport {
-                path: dir.clone(),
-                files: files.files.len() as u64,
-                bytes,
-                mean_file_bytes: bytes as f64 / files.files.len() as f64,
-                resident_fraction_at_start: resident.fraction(),
-                generated: *generated,
-            })
-        }
-        None => None,
-    };
-
-    let (backend, why) = isolate::detect(req.isolation)?;
-    // Reads are counted even without a limit: a memory-limited trial's hit ratio comes from them.
-    let count_reads_on = match (&read_limit, &data) {
-        (None, Some((dir, _, _))) => isolate::block_device_of(dir).ok(),
-        _ => None,
-    };
-    let budget = Budget {
-        cpus: req.cpus,
-        cpu_list: req.cpu_list.clone(),
-        mem_limit: req.mem_limit,
-        read_limit,
-        count_reads_on,
-    };
-    isolate::require(
-        &*backend,
-        &why,
-        req.isolation,
-        &budget.limits(),
-        "this trial",
-    )?;
-    // Cores come from the host-wide ledger, so two synergy processes never pin the same ones. The lease is
-    // declared before the domain, so it is released after the domain is destroyed.
-    let lease = match &budget.cpu_list {
-        Some(list) => isolate::ledger::claim_exact(list),
-        None => isolate::ledger::claim(req.cpus.threads(), &host_cores()),
-    }
-    .map_err(IsolateError::from)?;
-    let budget = Budget {
-        cpu_list: Some(lease.cores().to_vec()),
-        ..budget
-    };
-    let why = match lease.unledgered() {
-        Some(reason) => format!("{why}; {reason}"),
-        None => why,
-    };
-    let t0 = Instant::now();
-    let mut domain = backend.create(&unique_name(), &budget)?;
-    let setup_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let cpu_list = domain.cpu_list().to_vec();
-    let allocation = TrialAllocation {
-        cpus: req.cpus,
-        cpu_list: cpu_list.clone(),
-        mem_limit_bytes: req.mem_limit.map(|b| b.0),
-        cache_bytes: req.cache_bytes.map(|b| b.0),
-        storage_limit_bytes_per_s: req.storage_limit.map(|b| b.0),
-        cache_state: req.cache_state,
-        synthetic: req.synthetic,
-    };
-
-    // Synthetic runs do not read the dataset, but the command line still names it.
-    let dataset_dir = match &data {
-        Some((d, _, _)) => Some(d.clone()),
-        None => spec.dataset_dir()?,
-    };
-    let launch_cfg = LaunchConfig {
-        spec,
-        dataset: dataset_dir.as_deref(),
-        cpus: req.cpus,
-        cpu_list: &cpu_list,
-        cache_bytes: req.cache_bytes,
-        synthetic: req.synthetic,
-        setup: domain.child_setup(),
-        extra_args: &[],
-        extra_env: &[],
-        ranks: None,
-    };
-    let mut teardown_ms = 0.0;
-    let mut destroyed = Ok(());
-    let outcome = launch::launch(&launch_cfg)
-        .map_err(TrialError::from)
-        .and_then(|mut running| {
-            domain.adopt(running.child.id() as i32);
-            let out = watch(req, &mut running, domain.as_mut(), bar, cancel);
-            // The domain kills what it holds before the workload is reaped, so no process id it
-            // signals can have been reused.
-            let oom = domain.stats().oom_kills.unwrap_or(0);
-            let t1 = Instant::now();
-            destroyed = domain.destroy();
-            teardown_ms = t1.elapsed().as_secs_f64() * 1e3;
-            running.stop(Duration::from_millis(500));
-            out.map_err(|e| match e {
-                TrialError::WorkloadExited { .. } if oom > 0 => TrialError::OutOfMemory {
-                    limit: req.mem_limit.unwrap_or(Bytes(0)),
-                    cpus: req.cpus,
-                    kills: oom,
-                },
-                TrialError::WorkloadExited {
-                    status,
-                    steps,
-                    tail: hint,
-                } => {
-                    let tail = running.stderr_tail(2000);
-                    let tail = if tail.is_empty() {
-                        hint
-                    } else {
-                        format!("{hint}; its stderr ends with:\n{tail}")
-                    };
-                    TrialError::WorkloadExited {
-                        status,
-                        steps,
-                        tail,
-                    }
-                }
-                e => e,
-            })
-        });
-    if outcome.is_err() {
-        // Launch failed: nothing ran in the domain, but it must still go.
-        destroyed = destroyed.and(domain.destroy());
-    }
-    let obs = outcome?;
-    destroyed?;
-
-    Ok(TrialResult {
-        schema: TRIAL_SCHEMA.into(),
-        workload: spec.name.clone(),
-        spec: spec.origin.clone(),
-        allocation,
-        throughput: obs.estimate,
-        stop_reason: obs.stop_reason,
-        steps: obs.steps,
-        samples: obs.samples,
-        duration_s: obs.duration_s,
-        isolation: IsolationReport {
-            backend: backend.kind(),
-            chosen_because: why,
-            setup_ms,
-            teardown_ms,
-        },
-        dataset: dataset_report,
-        telemetry: obs.telemetry,
-        disturbance: obs.disturbance,
-        epochs: obs.epochs,
-        malformed_lines: obs.malformed,
-        probe: obs.probe,
-    })
+    let mut live = LiveTrial::start(req, bar, cancel)?;
+    let mut result = live.measure(req.cpus, &req.estimator, bar, cancel)?;
+    result.isolation.teardown_ms = live.finish()?;
+    Ok(result)
 }

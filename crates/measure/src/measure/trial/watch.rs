@@ -1,5 +1,6 @@
 //! Watching a running workload: progress events tallied into the estimator, the domain and host read
 //! every [`SAMPLE_EVERY`] (and as each epoch turns), until the estimate converges or a limit stops it.
+//! A workload re-budgeted in place is watched again from the change on ([`Feed`] outlives each watch).
 
 use super::summary::{closest, epoch_stats, summarize};
 use super::{EpochStats, TrialError, TrialRequest};
@@ -19,8 +20,50 @@ use crate::measure::telemetry::{GpuSampler, Peaks};
 use crate::workload::launch::{self, ProgressStream};
 use crate::workload::spec::ProgressSpec;
 use indicatif::ProgressBar;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The workload's progress stream, read by its own thread for as long as the workload runs: one launch
+/// may be watched at several budgets in turn.
+pub(super) struct Feed {
+    rx: Receiver<ProgressEvent>,
+    reader: Option<JoinHandle<()>>,
+    open: bool,
+}
+
+impl Feed {
+    /// Starts reading `running`'s progress as `req`'s spec says it comes.
+    pub(super) fn open(
+        req: &TrialRequest,
+        running: &mut launch::Running,
+    ) -> Result<Self, TrialError> {
+        let (tx, rx) = mpsc::channel();
+        let source: Option<Box<dyn ProgressSource>> =
+            match (running.progress.take(), &req.spec.progress) {
+                (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
+                (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
+                    let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
+                        InputError::field(&req.spec.origin, "progress.pattern", e.to_string())
+                    })?;
+                    Some(Box::new(RegexProgress::new(r, m)))
+                }
+                _ => None,
+            };
+        let reader = source.map(|s| progress::spawn(s, tx));
+        let open = reader.is_some();
+        Ok(Feed { rx, reader, open })
+    }
+}
+
+/// Whether `ev` happened before `start`: a step the workload made under an earlier budget.
+fn before(ev: &ProgressEvent, start: Instant) -> bool {
+    match ev {
+        ProgressEvent::Step { at, .. } | ProgressEvent::Rate { at, .. } => *at < start,
+        ProgressEvent::RankStep(s) => s.at < start,
+        ProgressEvent::Probe(_) | ProgressEvent::Malformed { .. } => false,
+    }
+}
 
 /// What watching a running workload produced.
 pub(super) struct Watched {
@@ -56,8 +99,9 @@ struct Tally {
 }
 
 impl Tally {
-    /// Nothing received yet from a workload started at `start`.
-    fn new(start: Instant, est: Estimator) -> Self {
+    /// Nothing received yet from a workload watched from `start`, which its probe described as `probe`
+    /// before (a workload re-budgeted in place).
+    fn new(start: Instant, est: Estimator, probe: Option<ProbeReport>) -> Self {
         Tally {
             start,
             est,
@@ -67,12 +111,15 @@ impl Tally {
             epoch: None,
             epoch_turned: false,
             epochs: Vec::new(),
-            probe: None,
+            probe,
             ranks: RankTally::default(),
         }
     }
 
     fn add(&mut self, ev: ProgressEvent) {
+        if before(&ev, self.start) {
+            return;
+        }
         match ev {
             ProgressEvent::Step {
                 at,
@@ -147,29 +194,23 @@ fn status_line(req: &TrialRequest, tally: &Tally, elapsed: f64) -> String {
 /// How often domain statistics and NVML are read.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
+/// Watches `running` from `start` (its launch, or the change of its budget) until its throughput at
+/// `req`'s budget is known. `peaks` carries on from earlier watches of the same launch: what the job
+/// kept resident while starting is part of its footprint whatever its budget is now. `probe` is what
+/// its probe said before `start`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn watch(
     req: &TrialRequest,
+    feed: &mut Feed,
     running: &mut launch::Running,
     domain: &mut dyn isolate::Domain,
+    start: Instant,
+    peaks: &mut Peaks,
+    probe: Option<ProbeReport>,
     bar: &ProgressBar,
     cancel: &Cancel,
 ) -> Result<Watched, TrialError> {
-    let (tx, rx) = mpsc::channel();
-    let source: Option<Box<dyn ProgressSource>> =
-        match (running.progress.take(), &req.spec.progress) {
-            (Some(ProgressStream::Pipe(f)), _) => Some(Box::new(PipeProgress::new(f))),
-            (Some(ProgressStream::Output(r)), ProgressSpec::Regex { pattern, scale, .. }) => {
-                let m = RegexMatcher::new(pattern, *scale).map_err(|e| {
-                    InputError::field(&req.spec.origin, "progress.pattern", e.to_string())
-                })?;
-                Some(Box::new(RegexProgress::new(r, m)))
-            }
-            _ => None,
-        };
-    let reader = source.map(|s| progress::spawn(s, tx));
-
-    let start = running.started();
-    let mut tally = Tally::new(start, Estimator::new(req.estimator.clone()));
+    let mut tally = Tally::new(start, Estimator::new(req.estimator.clone()), probe);
     let cores = domain.cpu_list().to_vec();
     let read = |domain: &dyn isolate::Domain, t_s: f64| Reading {
         t_s,
@@ -180,28 +221,26 @@ pub(super) fn watch(
     let probe = cores
         .first()
         .and_then(|&c| crate::measure::hostspeed::SpeedProbe::start(c, SAMPLE_EVERY));
-    let mut peaks = Peaks::default();
     let visible: Option<Vec<u32>> = std::env::var("CUDA_VISIBLE_DEVICES")
         .ok()
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect());
     let mut gpu = GpuSampler::new(visible.as_deref());
     let mut last_sample = Instant::now() - SAMPLE_EVERY;
     let mut last_event = Instant::now();
-    let mut stream_open = reader.is_some();
 
     let stop_reason = loop {
-        if stream_open {
-            match rx.recv_timeout(Duration::from_millis(50)) {
+        if feed.open {
+            match feed.rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
                     last_event = Instant::now();
                     tally.add(ev);
                     // Take the whole burst before deciding anything.
-                    while let Ok(ev) = rx.try_recv() {
+                    while let Ok(ev) = feed.rx.try_recv() {
                         tally.add(ev);
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => stream_open = false,
+                Err(RecvTimeoutError::Disconnected) => feed.open = false,
             }
         } else {
             std::thread::sleep(Duration::from_millis(50));
@@ -231,13 +270,13 @@ pub(super) fn watch(
         }
         if let Some(status) = running.poll_exit() {
             // The reader finishes once the pipe's last writer is gone; take everything it read.
-            if let Some(handle) = reader.as_ref() {
+            if let Some(handle) = feed.reader.as_ref() {
                 let deadline = Instant::now() + Duration::from_millis(500);
                 while !handle.is_finished() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(5));
                 }
             }
-            while let Ok(ev) = rx.try_recv() {
+            while let Ok(ev) = feed.rx.try_recv() {
                 tally.add(ev);
             }
             if !status.success() || tally.est.estimate().is_none() {
@@ -338,7 +377,7 @@ pub(super) fn watch(
         window,
         &estimate,
         &readings,
-        &peaks,
+        peaks,
         &cache_steps,
         gpu.as_ref(),
     );
@@ -384,7 +423,7 @@ mod tests {
     #[test]
     fn a_batch_of_the_last_epoch_that_arrives_late_counts_in_the_current_one() {
         let start = Instant::now();
-        let mut tally = Tally::new(start, Estimator::new(EstimatorConfig::default()));
+        let mut tally = Tally::new(start, Estimator::new(EstimatorConfig::default()), None);
         for (k, e) in [0, 0, 1, 0, 1, 1, 2].into_iter().enumerate() {
             tally.add(ProgressEvent::Step {
                 at: start + Duration::from_millis(100 * (k as u64 + 1)),

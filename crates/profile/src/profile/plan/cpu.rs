@@ -1,7 +1,7 @@
 //! Stage 1, the CPU axis: min(G, P(c)) measured with the dataset cached ("optimistic profiling",
 //! docs/architecture.md §4), and the footprint each trial's peak memory gives beside its cache.
 
-use super::runner::{read_slow, Runner};
+use super::runner::{read_slow, Runner, SLOW_TRIAL_MAX_S};
 use super::{base_request, cpu_s_per_sample, Plan, ProfileRunError};
 use crate::format::profile::TrialRole;
 use crate::format::profile::{CostPoint, CpuCurve, CpuPoint, FootprintPoint};
@@ -232,15 +232,45 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
 }
 
-/// One cached trial at `cpus` cores, to the grid's precision; its throughput, samples per second.
-fn measure_cached(run: &mut Runner, plan: &Plan, cpus: f64) -> Result<f64, ProfileRunError> {
+/// A cached trial at `cpus` cores, to the grid's precision.
+fn cached_request(plan: &Plan, cpus: f64) -> crate::measure::TrialRequest {
     let mut r = base_request(plan.spec, cpus);
     r.cache_state = CacheState::Warm;
     // To the precision of the grid points the model predicts: the host moves a trial's rate further
     // than ±2% between trials of one allocation (the bench's `repeats`: 7-17% at one and half a core),
     // and ±2% held a half-core trial to its 30 s cap.
     super::to_column_precision(&mut r);
-    Ok(run.trial(TrialRole::Cpu, None, r)?.throughput.samples_per_s)
+    r
+}
+
+/// Steps below which a cached trial is given the slow trial's length from its start: its estimate needs
+/// 10 steps past its warm-up, which takes 3 or 4 more. Given the usual length first, it ran out of steps
+/// and ran again from nothing (`examples/imagefolder_train.py` at half a core: 30 s lost before its 120 s).
+const SURE_TOO_FEW_STEPS: f64 = 15.0;
+
+/// Steps a cached trial at `cpus` cores makes in `seconds` at least, by the sweep's trial at the most
+/// cores `c_max` (its rate scaled by the cores, as if the job were CPU-bound throughout); `None` before
+/// that trial.
+fn expected_steps(run: &Runner, c_max: f64, cpus: f64, seconds: f64) -> Option<f64> {
+    run.trials(TrialRole::Cpu)
+        .map(|t| &t.result)
+        .find(|r| r.allocation.cpus.0 == c_max && r.duration_s > 0.0)
+        .map(|r| r.steps as f64 / r.duration_s * cpus / c_max * seconds)
+}
+
+/// One cached trial at `cpus` cores, in the sweep's launch where the plan re-budgets in place; its
+/// throughput, samples per second.
+fn measure_cached(run: &mut Runner, plan: &Plan, cpus: f64) -> Result<f64, ProfileRunError> {
+    let mut r = cached_request(plan, cpus);
+    let usual = r.estimator.max_total_s;
+    if expected_steps(run, plan.c_max(), cpus, usual).is_some_and(|n| n < SURE_TOO_FEW_STEPS) {
+        r.estimator.max_total_s = SLOW_TRIAL_MAX_S.max(usual);
+    }
+    let result = match plan.in_place {
+        true => run.trial_in_place(TrialRole::Cpu, r, plan.c_max())?,
+        false => run.trial(TrialRole::Cpu, None, r)?,
+    };
+    Ok(result.throughput.samples_per_s)
 }
 
 /// Stage 1: min(G, P(c)) with the dataset cached. It starts at the most cores and the fewest, then
@@ -270,6 +300,7 @@ pub(super) fn cpu_sweep(run: &mut Runner, plan: &Plan) -> Result<Sweep, ProfileR
             stack.push((mid, tm, b, tb));
         }
     }
+    run.end_launch();
     Ok(summarize(run))
 }
 
@@ -282,7 +313,7 @@ pub(super) fn remeasure(
     sweep: &mut Sweep,
     cpus: f64,
 ) -> Result<(), ProfileRunError> {
-    measure_cached(run, plan, cpus)?;
+    run.trial(TrialRole::Cpu, None, cached_request(plan, cpus))?;
     let oom_floor = sweep.oom_floor;
     *sweep = summarize(run);
     if oom_floor > 0 {

@@ -7,6 +7,12 @@ use crate::error::InputError;
 use crate::format::profile::TrialRole;
 use crate::workload::WorkloadSpec;
 
+/// The discovery run's shortest window, seconds: long enough for a handful of a real script's steps.
+const DISCOVERY_MEASURE_S: f64 = 2.0;
+/// The discovery run stops once its rate is known to this fraction: it says the script trains, and
+/// nothing more is asked of it.
+const DISCOVERY_PRECISION: f64 = 0.25;
+
 /// Stage 0: a probed script whose dataset the spec does not name runs once as it is, at the most cores,
 /// and what the probe sees of it (the directory its dataset's files are in) becomes its dataset. Returns
 /// the spec the rest of the plan runs, and why the memory axis does not apply when no dataset is known.
@@ -25,7 +31,14 @@ pub(super) fn discover(
             Some("the workload names no dataset, so memory only has to hold its footprint".into()),
         ));
     }
-    let first = run.trial(TrialRole::Discovery, None, base_request(&spec, c_max))?;
+    let mut req = base_request(&spec, c_max);
+    // Only what the probe sees is wanted (its first batch's line names the dataset), and that the script
+    // trains: no rate of this run enters the model, so it stops at its first rough estimate rather than
+    // after 30 s at ±2% (`examples/imagefolder_train.py`: 11-30 s).
+    req.estimator.warmup_s = 0.0;
+    req.estimator.min_measure_s = DISCOVERY_MEASURE_S;
+    req.estimator.rel_precision = DISCOVERY_PRECISION;
+    let first = run.trial(TrialRole::Discovery, None, req)?;
     let seen = first.probe.unwrap_or_default();
     match &seen.dataset_root {
         Some(root) => {

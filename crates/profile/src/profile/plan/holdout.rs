@@ -54,10 +54,11 @@ pub(super) fn validate(
                 }
                 HitModel::PageCache => r.mem_limit = Some(Bytes(mem as u64)),
             }
+            r.estimator.warmup_epochs = plan.warmup_epochs_at(model, c, mem);
             let need = if run.is_journaled(role, Some(mg), &r) {
                 0.0
             } else {
-                expected_trial_s(plan, model, c, mem, &r) + run.overhead_s()
+                expected_trial_s(model, c, mem, &r) + run.overhead_s()
             };
             (role, c, mg, r, need)
         })
@@ -138,13 +139,7 @@ pub(super) fn validate(
 /// About how long a memory-limited trial at `cpus` cores and `memory_bytes` runs, seconds: the epochs
 /// it waits out and the one it measures, at the rate the model predicts there, no longer than the
 /// trial's own cap (`req`).
-fn expected_trial_s(
-    plan: &Plan,
-    model: &FittedModel,
-    cpus: f64,
-    memory_bytes: f64,
-    req: &TrialRequest,
-) -> f64 {
+fn expected_trial_s(model: &FittedModel, cpus: f64, memory_bytes: f64, req: &TrialRequest) -> f64 {
     let cap = req.estimator.max_total_s;
     let stall = &model.stall;
     let rate = model.predict(cpus, memory_bytes, None).samples_per_s;
@@ -152,7 +147,7 @@ fn expected_trial_s(
         return cap;
     }
     let epoch_s = stall.dataset_bytes as f64 / stall.fetch.mean_sample_bytes / rate;
-    ((plan.warmup_epochs() + 1) as f64 * epoch_s).min(cap)
+    ((req.estimator.warmup_epochs + 1) as f64 * epoch_s).min(cap)
 }
 
 /// `n` grid points spread over the grid, leaving out the column the CPU sweep measured (the last,

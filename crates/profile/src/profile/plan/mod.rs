@@ -74,6 +74,11 @@ const CONSTRAINED_PRECISION: f64 = 0.04;
 /// 2 s) spread 9% over four repeats at one core where 30 steps spread 5% and 60 steps 2.5%; 40 keeps a
 /// fast workload's two-second trials about as short (docs/profile-format.md, "How the trials run").
 const PLAN_MIN_STEPS: u64 = 40;
+/// A cached trial's window this long needs only [`PLAN_MIN_STEPS_LONG`] steps: a real script's step at
+/// half a core takes two seconds, and [`PLAN_MIN_STEPS`] of them alone took 80 s of a 381 s profile.
+const PLAN_LONG_WINDOW_S: f64 = 20.0;
+/// Fewest steps in a window [`PLAN_LONG_WINDOW_S`] long: ten bursts of a two-worker loader.
+const PLAN_MIN_STEPS_LONG: u64 = 20;
 
 /// Longest warm-up a memory-limited trial waits out before measuring, seconds.
 const MAX_WARMUP_EPOCH_S: f64 = 60.0;
@@ -84,6 +89,12 @@ const MAX_WARMUP_EPOCH_S: f64 = 60.0;
 const PAGE_CACHE_WARMUP_EPOCHS: u64 = 3;
 /// An application cache keeps what the first epoch put in it.
 const APP_CACHE_WARMUP_EPOCHS: u64 = 1;
+/// A page cache with room for the whole dataset and this share of it more is steady from its second
+/// epoch: the first reads every file in, and nothing presses it out again.
+const WHOLE_DATASET_MARGIN: f64 = 0.25;
+/// ... or this share of what the job keeps resident more, where that is larger: a Python job's resident
+/// memory varies by tens of MiB from run to run (see `cpu::FOOTPRINT_SLACK_SHARE`).
+const WHOLE_DATASET_RESIDENT_MARGIN: f64 = 0.05;
 
 /// What to profile and how.
 #[derive(Debug, Clone)]
@@ -113,6 +124,10 @@ pub struct ProfileRequest {
     pub exhaustive: bool,
     /// Reuse trials journaled by an interrupted run.
     pub resume: bool,
+    /// Launch the workload afresh for every cached trial of the CPU sweep, even where its loader's pool
+    /// does not follow its cores ([`WorkloadSpec::pool_is_fixed`]) and one launch re-budgeted in place
+    /// would do.
+    pub fresh_trials: bool,
     /// Storage read limit for every trial that reads the dataset.
     pub storage_limit: Option<BytesPerSec>,
     /// Isolation backend.
@@ -163,6 +178,8 @@ struct Plan<'a> {
     cpu_axis: Vec<f64>,
     host_cores: f64,
     hit_model: HitModel,
+    /// The CPU sweep's cached trials run in one launch, re-budgeted in place.
+    in_place: bool,
 }
 
 impl Plan<'_> {
@@ -175,6 +192,25 @@ impl Plan<'_> {
         match self.hit_model {
             HitModel::PageCache => PAGE_CACHE_WARMUP_EPOCHS,
             HitModel::Minio => APP_CACHE_WARMUP_EPOCHS,
+        }
+    }
+
+    /// Epochs a memory-limited trial at `cpus` cores and `memory_bytes` waits out, by what `model` says
+    /// of its cache there: a page cache that holds the whole dataset with room to spare
+    /// ([`WHOLE_DATASET_MARGIN`], [`WHOLE_DATASET_RESIDENT_MARGIN`]) is steady after one epoch, any
+    /// other after [`Plan::warmup_epochs`].
+    fn warmup_epochs_at(&self, model: &FittedModel, cpus: f64, memory_bytes: f64) -> u64 {
+        let stall = &model.stall;
+        let dataset = stall.dataset_bytes as f64;
+        let margin = (WHOLE_DATASET_MARGIN * dataset)
+            .max(WHOLE_DATASET_RESIDENT_MARGIN * stall.resident_at(cpus));
+        match self.hit_model {
+            HitModel::PageCache
+                if dataset > 0.0 && stall.cache_bytes(cpus, memory_bytes) >= dataset + margin =>
+            {
+                1
+            }
+            _ => self.warmup_epochs(),
         }
     }
 
@@ -195,10 +231,13 @@ impl Plan<'_> {
 }
 
 /// Stops a trial that stands for a whole column of the grid (a cached trial of the CPU sweep, an
-/// application cache's cold trial) at the grid's precision and after [`PLAN_MIN_STEPS`] steps at least.
+/// application cache's cold trial) at the grid's precision and after [`PLAN_MIN_STEPS`] steps at least
+/// ([`PLAN_MIN_STEPS_LONG`] in a window [`PLAN_LONG_WINDOW_S`] long).
 fn to_column_precision(r: &mut TrialRequest) {
     r.estimator.rel_precision = CONSTRAINED_PRECISION;
     r.estimator.min_measure_steps = PLAN_MIN_STEPS;
+    r.estimator.long_window_s = PLAN_LONG_WINDOW_S;
+    r.estimator.min_measure_steps_long = PLAN_MIN_STEPS_LONG;
 }
 
 /// CPU-seconds per sample of a trial, from its domain's CPU time over the measured window.
@@ -257,6 +296,7 @@ pub fn run_profile(
             CacheKind::App => HitModel::Minio,
             CacheKind::PageCache => HitModel::PageCache,
         },
+        in_place: !req.fresh_trials && spec.pool_is_fixed(),
     };
 
     let Measured {
@@ -582,12 +622,49 @@ mod tests {
             budget_s: None,
             exhaustive: false,
             resume: false,
+            fresh_trials: false,
             storage_limit: None,
             isolation: None,
             tolerance: 0.05,
             refine_tolerance: DEFAULT_REFINE_TOLERANCE,
             recorded: None,
         }
+    }
+
+    /// A held-out point whose cache holds the whole dataset with room to spare waits out one epoch;
+    /// one whose cache holds less, the page cache's three.
+    #[test]
+    fn a_cache_that_holds_the_whole_dataset_waits_out_one_epoch() {
+        let shipped: Profile =
+            serde_json::from_str(include_str!("../../../../../profiles/image.json")).unwrap();
+        let model = shipped.model.unwrap();
+        let spec = WorkloadSpec::load("image").unwrap();
+        let req = request(spec.clone(), vec![1.0]);
+        let plan = Plan {
+            req: &req,
+            spec: &spec,
+            cpu_axis: vec![1.0],
+            host_cores: 2.0,
+            hit_model: HitModel::PageCache,
+            in_place: false,
+        };
+        let resident = model.stall.resident_at(1.0);
+        let dataset = model.stall.dataset_bytes as f64;
+        let room = resident + 1.3 * dataset + 0.05 * resident;
+        assert_eq!(plan.warmup_epochs_at(&model, 1.0, room), 1);
+        let half = resident + 0.5 * dataset;
+        assert_eq!(
+            plan.warmup_epochs_at(&model, 1.0, half),
+            PAGE_CACHE_WARMUP_EPOCHS
+        );
+        let minio = Plan {
+            hit_model: HitModel::Minio,
+            ..plan
+        };
+        assert_eq!(
+            minio.warmup_epochs_at(&model, 1.0, room),
+            APP_CACHE_WARMUP_EPOCHS
+        );
     }
 
     /// A memory axis below the footprint is refused: the declared one before any trial, the measured one

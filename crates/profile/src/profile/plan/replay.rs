@@ -180,6 +180,7 @@ pub fn replay_request(
         budget_s: None,
         exhaustive: count(TrialRole::Exhaustive) > 0,
         resume: false,
+        fresh_trials: false,
         storage_limit: recorded.host.storage_limit_bytes_per_s.map(BytesPerSec),
         isolation: None,
         tolerance: profile.demand.tolerance,

@@ -17,6 +17,7 @@ use crate::format::trial::TrialResult;
 use crate::isolate::ledger::CoreLease;
 use crate::measure::contention::{HostReading, SLOW_CORE};
 use crate::measure::hostspeed::{cpu_calibration, pipeline_speedup};
+use crate::measure::trial::LiveTrial;
 use crate::measure::{self, TrialError, TrialRequest};
 use crate::units::Cores;
 use indicatif::ProgressBar;
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Longest a trial of the plan may run when its usual duration gave too few steps, seconds.
-const SLOW_TRIAL_MAX_S: f64 = 120.0;
+pub(super) const SLOW_TRIAL_MAX_S: f64 = 120.0;
 
 /// Runs of a trial that keeps being disturbed before the profile gives up and says so.
 const MAX_ATTEMPTS: u32 = 3;
@@ -58,6 +59,8 @@ pub(super) struct Runner<'a> {
     /// Per trial run, the seconds it took beyond its own run of the workload (setting up its domain and
     /// dataset, tearing down): what the next one will cost on top of its epochs.
     overheads_s: Vec<f64>,
+    /// The launch the CPU sweep measures in place, while it runs ([`Runner::trial_in_place`]).
+    live: Option<LiveTrial>,
     /// The profile's cores, held for the whole run so that no other synergy process takes them between
     /// trials; each trial's own claim lands on them (the ledger prefers cores this process holds). A
     /// replay holds none: it runs nothing on them.
@@ -196,6 +199,7 @@ impl<'a> Runner<'a> {
             replay_of: recorded.map(|r| r.origin.clone()),
             started: Instant::now(),
             overheads_s: Vec::new(),
+            live: None,
             _held: held,
         })
     }
@@ -227,7 +231,19 @@ impl<'a> Runner<'a> {
         &mut self,
         role: TrialRole,
         memory_gib: Option<f64>,
+        req: TrialRequest,
+    ) -> Result<TrialResult, ProfileRunError> {
+        self.trial_after(role, memory_gib, req, Discarded::default())
+    }
+
+    /// [`Runner::trial`], after `discarded` runs of it elsewhere (a measurement in place that other work
+    /// disturbed), which its record counts.
+    fn trial_after(
+        &mut self,
+        role: TrialRole,
+        memory_gib: Option<f64>,
         mut req: TrialRequest,
+        discarded: Discarded,
     ) -> Result<TrialResult, ProfileRunError> {
         req.isolation = self.isolation;
         make_room(self.bar);
@@ -250,9 +266,9 @@ impl<'a> Runner<'a> {
             )
             .into());
         }
-        let mut attempts = 0;
+        let mut attempts = discarded.runs;
         let mut slow_runs = 0;
-        let mut earlier_runs_s = 0.0;
+        let mut earlier_runs_s = discarded.seconds;
         let result = loop {
             attempts += 1;
             self.bar.set_message(what.clone());
@@ -323,10 +339,120 @@ impl<'a> Runner<'a> {
         Ok(result)
     }
 
+    /// A trial of `role` measured in the workload's running launch, re-budgeted to `req.cpus` in place
+    /// (docs/profile-format.md, "The CPU sweep in one launch"), or the journaled one. The first starts
+    /// the launch at `launch_cpus` cores. A measurement in place that fails, or that other work on the
+    /// host disturbed, ends the launch, and the trial runs as a fresh one ([`Runner::trial`]), which
+    /// waits for a quiet host and measures again as any trial does; the next trial in place launches
+    /// anew.
+    pub(super) fn trial_in_place(
+        &mut self,
+        role: TrialRole,
+        req: TrialRequest,
+        launch_cpus: f64,
+    ) -> Result<TrialResult, ProfileRunError> {
+        let mut req = req;
+        req.isolation = self.isolation;
+        let k = key_of(role, None, &req);
+        if self.replay_of.is_some() || self.journal.journaled(&k).is_some() {
+            return self.trial(role, None, req);
+        }
+        make_room(self.bar);
+        let what = trial_name(role, req.cpus, None);
+        self.bar.set_message(format!("{what}, in place"));
+        if self.live.is_none() {
+            let launch = TrialRequest {
+                cpus: Cores(launch_cpus),
+                ..req.clone()
+            };
+            match LiveTrial::start(&launch, self.bar, self.cancel) {
+                Ok(live) => self.live = Some(live),
+                Err(e @ TrialError::Interrupted(_)) => return Err(e.into()),
+                Err(e) if e.is_input() => return Err(e.into()),
+                // Whatever kept it from starting, a fresh trial meets it again and says so.
+                Err(e) => return self.fresh_instead(role, req, &what, &e),
+            }
+        }
+        let live = self.live.as_mut().expect("started above");
+        let mut measured = live.measure(req.cpus, &req.estimator, self.bar, self.cancel);
+        // Given longer once, as a fresh trial is ([`SLOW_TRIAL_MAX_S`]).
+        if matches!(measured, Err(TrialError::TooFewSteps { .. }))
+            && req.estimator.max_total_s < SLOW_TRIAL_MAX_S
+        {
+            req.estimator.max_total_s = (req.estimator.max_total_s * 4.0).min(SLOW_TRIAL_MAX_S);
+            measured = live.measure(req.cpus, &req.estimator, self.bar, self.cancel);
+        }
+        let mut r = match measured {
+            Ok(r) => r,
+            Err(e @ TrialError::Interrupted(_)) => {
+                self.live = None;
+                return Err(e.into());
+            }
+            Err(e) => {
+                self.live = None;
+                return self.fresh_instead(role, req, &what, &e);
+            }
+        };
+        self.speed.judge(&mut r);
+        if !at_accelerator(&mut r, self.accelerator_samples_per_s) {
+            if r.disturbance.as_ref().is_some_and(|d| d.disturbed) {
+                self.end_launch();
+                let discarded = Discarded {
+                    runs: 1,
+                    seconds: r.duration_s,
+                };
+                return self.trial_after(role, None, req, discarded);
+            }
+            self.slow_host = SlowHost::default();
+        }
+        let t = ProfileTrial {
+            role,
+            memory_gib: None,
+            attempts: 1,
+            earlier_runs_s: 0.0,
+            result: r.clone(),
+        };
+        self.journal.append(&t)?;
+        self.journal.order.push(t);
+        self.bar.inc(1);
+        Ok(r)
+    }
+
+    /// The trial run as a fresh one, because `e` kept it from being measured in place; the profile
+    /// says so.
+    fn fresh_instead(
+        &mut self,
+        role: TrialRole,
+        req: TrialRequest,
+        what: &str,
+        e: &TrialError,
+    ) -> Result<TrialResult, ProfileRunError> {
+        self.warnings.push(format!(
+            "the {what} could not be measured in place ({e}); it was launched afresh"
+        ));
+        self.trial(role, None, req)
+    }
+
+    /// Ends the launch trials were measured in place in, if one runs.
+    pub(super) fn end_launch(&mut self) {
+        if let Some(live) = self.live.take() {
+            // Its measurements are journaled; a failure to remove its domain is the stale-domain
+            // sweep's to find (docs/architecture.md §7).
+            let _ = live.finish();
+        }
+    }
+
     /// The trials of `role` this run has so far, in order.
     pub(super) fn trials(&self, role: TrialRole) -> impl Iterator<Item = &ProfileTrial> {
         self.journal.order.iter().filter(move |t| t.role == role)
     }
+}
+
+/// Runs of a trial made before it is run as a fresh one, which its record counts.
+#[derive(Debug, Default, Clone, Copy)]
+struct Discarded {
+    runs: u32,
+    seconds: f64,
 }
 
 /// A trial within this fraction of the accelerator's rate ran at it.

@@ -152,6 +152,7 @@ impl Pool {
                     storage_limit_bytes_per_s: None,
                     cache_state: CacheState::AsIs,
                     synthetic: false,
+                    launched_at_cpus: None,
                 },
                 throughput: Estimate {
                     samples_per_s: self.rate,

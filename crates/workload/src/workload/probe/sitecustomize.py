@@ -22,6 +22,8 @@ It measures a training script nobody changed for Synergy (docs/pytorch.md, "The 
   it starts once its rendezvous is done, so a job whose ranks never start can say where it stopped.
 - With SYNERGY_PROBE_SET_WORKERS=1 every DataLoader's num_workers is set to ceil(SYNERGY_CPUS) divided
   among the ranks on this host.
+- When the cores the process may run on change while it runs (synergy re-budgets it in place), torch's
+  intra-op threads follow them, as a launch on the new cores would have sized them.
 
 torch is not imported here: the hooks wait for the script to import it. Any sitecustomize that this one
 shadows still runs, after the hooks are installed.
@@ -225,9 +227,44 @@ def _start_epoch(loader):
     return epoch
 
 
+# torch's intra-op threads and the cores this process could run on at the first batch, and since.
+_THREADS = {"first": None, "cores": None}
+
+
+def _follow_cores():
+    """Sizes torch's intra-op pool to the cores this process may run on now, as a launch on them would
+    have sized it: synergy re-budgets a running script in place (docs/profile-format.md, "The CPU sweep in
+    one launch"), and torch sizes its pool once, from the cores it found at start. The pool keeps its
+    share of the cores it had at the first batch (one thread a core, or one a physical core, or the
+    script's own count where that is smaller), and never goes below one."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return
+    if _THREADS["cores"] == cores:
+        return
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    if _THREADS["first"] is None:
+        try:
+            _THREADS["first"] = (int(torch.get_num_threads()), cores)
+        except Exception:
+            return
+        _THREADS["cores"] = cores
+        return
+    _THREADS["cores"] = cores
+    threads, at = _THREADS["first"]
+    try:
+        torch.set_num_threads(max(1, round(threads * cores / at)))
+    except Exception:
+        pass
+
+
 def _served(loader, batch, epoch):
     """Reports one batch handed to the script (tagged with the process's rank in a distributed job, which
     is known by the first batch: scripts initialize torch.distributed before they iterate)."""
+    _follow_cores()
     if not _REPORTED["first_batch"]:
         _REPORTED["first_batch"] = True
         _REPORTED["rank"] = _rank()
