@@ -12,7 +12,7 @@ use crate::format::trial::{
     TrialResult, TRIAL_SCHEMA,
 };
 use crate::isolate::ledger::CoreLease;
-use crate::isolate::{self, pagecache, Budget, Domain, IsolateError};
+use crate::isolate::{self, pagecache, Budget, Domain, IsolateError, Isolation};
 use crate::measure::estimate::EstimatorConfig;
 use crate::measure::telemetry::Peaks;
 use crate::units::{Bytes, Cores};
@@ -62,6 +62,9 @@ pub struct LiveTrial {
     ended: bool,
     /// Released after the domain is destroyed (fields drop in order).
     lease: CoreLease,
+    /// Dropped last: a cgroup v2 backend puts back the host's cgroups it prepared when its last user
+    /// goes, which must be after the domain under them is removed.
+    _isolation: Box<dyn Isolation>,
 }
 
 impl LiveTrial {
@@ -214,6 +217,7 @@ impl LiveTrial {
             measured: 0,
             ended: false,
             lease,
+            _isolation: backend,
         })
     }
 
